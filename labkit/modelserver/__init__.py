@@ -1,0 +1,14 @@
+"""Embedded Ollama-compatible model server: llama.cpp chat + e5 embeddings on 127.0.0.1 (taught in 00_setup).
+
+Run it with `python -m labkit.modelserver --port N`; the official `ollama` client talks to it
+unchanged. Modules: app (HTTP routes), registry (models, lazy loading), chat + convert
+(Ollama ⇄ llama.cpp), toolcalls (reading calls out of text), weights (joining GGUF chunks).
+
+Embedding rule: the e5 engine always adds its own prefix, so /api/embed strips a leading
+`query: ` and embeds the rest as a query, strips `passage: ` and embeds a passage, and
+embeds any other text as a passage. `labkit.embedding` adds the prefixes on the client side.
+"""
+
+from .registry import MODELS
+
+__all__ = ["MODELS"]

@@ -1,0 +1,281 @@
+"""Integration tests of the embedded model server through the official `ollama` client (real models)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import ollama
+import pytest
+
+import labkit as lk
+from labkit.modelserver.app import VERSION
+
+CHAT = "qwen2.5-coder:1.5b"
+SMALL = "qwen2.5-coder:0.5b"
+EMBED = "multilingual-e5-small:q4"
+SERVED = (CHAT, SMALL, EMBED)
+FAST = {"temperature": 0, "seed": 1, "num_predict": 64}
+
+# Content of the seed article's SYSTEM prompt and its two tools.
+SEED_SYSTEM = (
+    "Ты аналитик новостной базы. Для вопросов о содержании новостей вызывай search_articles. "
+    "Для вопросов со словом сколько вызывай get_metrics. "
+    "Отвечай по-русски, коротко и только по данным инструментов."
+)
+SEED_TOOLS = [
+    {"type": "function", "function": {
+        "name": "search_articles",
+        "description": "Гибридный поиск новостей по смыслу и по словам",
+        "parameters": {"type": "object", "properties": {
+            "query": {"type": "string", "description": "поисковый запрос"}}, "required": ["query"]}}},
+    {"type": "function", "function": {
+        "name": "get_metrics",
+        "description": "Число новостей по теме. Темы: commodities, sport, monetary, tech, retail, energy, "
+                       "incident, finance, realty",
+        "parameters": {"type": "object", "properties": {
+            "topic": {"type": "string", "description": "тема новостей"}}, "required": ["topic"]}}},
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _is_ours(host: str | None) -> bool:
+    try:
+        return httpx.get(f"{host}/api/version", timeout=5).json().get("version") == VERSION
+    except (httpx.HTTPError, ValueError, TypeError):
+        return False
+
+
+def _start_server(*extra: str) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(port), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    host = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while not _is_ours(host):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"model server on port {port} did not start (exit code {proc.poll()})")
+        time.sleep(0.2)
+    return proc, host
+
+
+@pytest.fixture(scope="module")
+def host(request) -> str:
+    """The stack's model server when it is ours; otherwise a private one on a free port."""
+    settings = request.getfixturevalue("settings")
+    if _is_ours(settings.ollama_host):
+        yield settings.ollama_host
+        return
+    proc, private = _start_server()
+    yield private
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def client(host) -> ollama.Client:
+    return ollama.Client(host=host)
+
+
+def seed_chat(client: ollama.Client, question: str, **kwargs):
+    messages = [{"role": "system", "content": SEED_SYSTEM}, {"role": "user", "content": question}]
+    return client.chat(model=CHAT, messages=messages, tools=SEED_TOOLS, options=FAST, **kwargs)
+
+
+def test_lists_the_served_models(client, host):
+    assert {m.model for m in client.list().models} == set(SERVED)
+    assert httpx.get(host).text == "Ollama is running"
+    assert client.show(CHAT).capabilities == ["completion", "tools"]
+    assert client.show(EMBED).capabilities == ["embedding"]
+
+
+def test_bad_requests_get_clear_errors_and_keep_the_connection_usable(host):
+    with httpx.Client(base_url=host, timeout=30) as http:  # one keep-alive connection
+        unknown = http.post("/api/generate", json={"model": CHAT, "prompt": "hi"})
+        assert unknown.status_code == 404 and "/api/chat" in unknown.json()["error"]
+        broken = http.post("/api/chat", content=b"not json")
+        assert broken.status_code == 400 and "JSON" in broken.json()["error"]
+        no_role = http.post("/api/chat", json={"model": CHAT, "messages": [{"content": "x"}], "stream": False})
+        assert no_role.status_code == 400 and "role" in no_role.json()["error"]
+        assert http.get("/api/version").json()["version"] == VERSION
+
+
+def test_embed_accepts_string_and_list(client):
+    one = client.embed(model=EMBED, input="query: золото цена")
+    many = client.embed(model=EMBED, input=["passage: Нефть Brent подешевела", "Ключ от квартиры"])
+    assert len(one.embeddings) == 1 and len(many.embeddings) == 2
+    vectors = np.array([*one.embeddings, *many.embeddings])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    assert one.prompt_eval_count > 0 and one.total_duration > 0
+    # the prefix picks query vs passage encoding; the same text as a passage is a different vector
+    as_passage = client.embed(model=EMBED, input="passage: золото цена").embeddings[0]
+    assert not np.allclose(one.embeddings[0], as_passage)
+    # unprefixed input is embedded as a passage
+    assert np.allclose(client.embed(model=EMBED, input="Ключ от квартиры").embeddings[0], many.embeddings[1], atol=1e-6)
+
+
+def test_gold_price_passage_beats_figure_skater(host):
+    settings = dataclasses.replace(lk.get_settings(), ollama_host=host, embed_model=EMBED)
+    query = np.array(lk.embed_query("золото цена", settings))
+    price, skater = np.array(lk.embed_documents([
+        "Цена золота на мировых рынках обновила исторический максимум на фоне спроса центробанков",
+        "Фигурист взял золото на чемпионате России, обновив личный рекорд",
+    ], settings))
+    assert query @ price > query @ skater
+
+
+def test_embed_documents_batches_keep_order(host):
+    settings = dataclasses.replace(lk.get_settings(), ollama_host=host, embed_model=EMBED)
+    texts = [f"Новость номер {i}" for i in range(lk.embedding.BATCH_SIZE + 3)]
+    vectors = lk.embed_documents(texts, settings)
+    assert len(vectors) == len(texts)
+    last = ollama.Client(host=host).embed(model=EMBED, input=lk.document_text(texts[-1], EMBED)).embeddings[0]
+    assert np.allclose(vectors[-1], last, atol=1e-6)
+
+
+@pytest.mark.parametrize("question, tool, arguments", [
+    ("Что пишут про цену золота?", "search_articles", None),
+    ("Сколько новостей про спорт в базе?", "get_metrics", {"topic": "sport"}),
+])
+def test_seed_questions_become_tool_calls(client, question, tool, arguments):
+    reply = seed_chat(client, question)
+    calls = reply.message.tool_calls or []
+    assert [c.function.name for c in calls] == [tool], reply.message.content
+    if arguments is not None:
+        assert dict(calls[0].function.arguments) == arguments
+    else:
+        assert "золот" in calls[0].function.arguments["query"].lower()
+    assert reply.message.content == "" and reply.done and reply.eval_count > 0
+
+
+def test_plain_question_gets_plain_content(client):
+    reply = seed_chat(client, "Привет! Ответь одним словом: как по-русски hello?")
+    assert not reply.message.tool_calls
+    assert reply.message.content.strip()
+    assert reply.prompt_eval_count > 100 and reply.done_reason == "stop"
+
+
+def test_tool_result_in_history_reaches_the_model(client):
+    messages = [
+        {"role": "system", "content": SEED_SYSTEM},
+        {"role": "user", "content": "Сколько новостей про спорт в базе?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_metrics",
+                                                                          "arguments": {"topic": "sport"}}}]},
+        {"role": "tool", "tool_name": "get_metrics", "content": "Новостей по теме sport: 7"},
+    ]
+    reply = client.chat(model=CHAT, messages=messages, think=False, keep_alive="5m", options=FAST)
+    assert "7" in reply.message.content
+
+
+def test_stream_yields_chunks_then_done(client):
+    chunks = list(client.chat(model=CHAT, messages=[{"role": "user", "content": "Назови три планеты."}],
+                              stream=True, options=dict(FAST, num_predict=20)))
+    assert len(chunks) >= 3
+    assert all(not c.done for c in chunks[:-1]) and chunks[-1].done
+    assert "".join(c.message.content or "" for c in chunks).strip()
+    assert chunks[-1].eval_count > 0 and chunks[-1].total_duration > chunks[-1].eval_duration > 0
+
+
+def test_stream_with_tools_delivers_the_call(client):
+    chunks = list(seed_chat(client, "Сколько новостей про спорт в базе?", stream=True))
+    calls = [call for c in chunks for call in (c.message.tool_calls or [])]
+    assert [c.function.name for c in calls] == ["get_metrics"]
+    assert chunks[-1].done
+
+
+def test_format_schema_yields_parseable_json(client):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "year": {"type": "integer"}},
+              "required": ["city", "year"]}
+    reply = client.chat(model=CHAT, messages=[{"role": "user", "content": "В каком городе и году основан МГУ?"}],
+                        format=schema, options=FAST)
+    data = json.loads(reply.message.content)
+    assert isinstance(data["city"], str) and isinstance(data["year"], int)
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.chat(model="llama3:8b", messages=[{"role": "user", "content": "hi"}]),
+    lambda c: c.embed(model="nomic-embed-text", input="hi"),
+    lambda c: c.show("llama3:8b"),
+], ids=["chat", "embed", "show"])
+def test_unknown_model_names_the_served_ones(client, call):
+    with pytest.raises(ollama.ResponseError) as info:
+        call(client)
+    assert info.value.status_code == 404
+    assert all(name in str(info.value) for name in SERVED)
+
+
+def test_wrong_kind_of_model_is_a_clear_error(client):
+    with pytest.raises(ollama.ResponseError, match="does not support embeddings"):
+        client.embed(model=CHAT, input="x")
+    with pytest.raises(ollama.ResponseError, match="does not support chat"):
+        client.chat(model=EMBED, messages=[{"role": "user", "content": "x"}])
+
+
+def test_pull_succeeds_for_served_models_only(client):
+    assert client.pull(CHAT).status == "success"
+    assert [p.status for p in client.pull(EMBED, stream=True)][-1] == "success"
+    with pytest.raises(ollama.ResponseError, match="cannot download weights") as info:
+        client.pull("llama3:8b")
+    assert CHAT in str(info.value)
+
+
+def test_model_still_loading_gets_a_clear_answer():
+    proc, fresh = _start_server("--load-timeout", "0.5")
+    try:
+        client = ollama.Client(host=fresh, timeout=120)
+        started, answers = time.monotonic(), []
+        while time.monotonic() - started < 180:
+            try:
+                reply = client.chat(model=SMALL, messages=[{"role": "user", "content": "Скажи: да"}],
+                                    options=dict(FAST, num_predict=4))
+            except ollama.ResponseError as exc:
+                assert exc.status_code == 503 and "still loading" in exc.error and SMALL in exc.error
+                answers.append(exc.error)
+                time.sleep(0.5)
+                continue
+            assert reply.done and reply.message.content is not None
+            break
+        else:
+            pytest.fail(f"{SMALL} never answered; last: {answers[-1:]}")
+        assert SMALL in [m.model for m in client.ps().models]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_refuses_to_bind_beyond_loopback():
+    done = subprocess.run([sys.executable, "-m", "labkit.modelserver", "--host", "0.0.0.0", "--port", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "loopback" in done.stderr
+
+
+def test_unparsable_call_is_regenerated_under_the_tools_schema():
+    """A garbled call (which the model cannot be made to write on demand) is retried under the schema."""
+    from labkit.modelserver.chat import _resolve
+    from labkit.modelserver.convert import to_openai_request
+    from labkit.modelserver.registry import ChatEngine
+    from labkit.modelserver.weights import prepare_model
+
+    engine = ChatEngine(str(prepare_model(SMALL)), n_ctx=1024, threads=2)
+    body = {"messages": [{"role": "system", "content": SEED_SYSTEM},
+                         {"role": "user", "content": "Сколько новостей про спорт в базе?"}],
+            "tools": SEED_TOOLS, "options": FAST}
+    garbled = '```json\n{"name": "get_metrics", "arguments": {"topic": "sport"\n```'
+    results: list = []
+    content, calls = _resolve(garbled, [], engine, to_openai_request(body, engine.n_ctx), body, results)
+    assert content == "" and len(results) == 1  # exactly one regeneration
+    assert len(calls) == 1 and calls[0]["function"]["name"] in {"search_articles", "get_metrics"}
+    assert isinstance(calls[0]["function"]["arguments"], dict)
