@@ -1,0 +1,126 @@
+"""The 30-document news corpus and the 12 labelled queries (taught in 01_corpus).
+
+Both live as JSON Lines in ``labkit/data``: one document or one query per line,
+so a broken line is reported with its file and line number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DATA_DIR",
+    "CORPUS_PATH",
+    "QUERIES_PATH",
+    "Doc",
+    "LabelledQuery",
+    "DataError",
+    "load_corpus",
+    "load_queries",
+    "TOPICS",
+    "COMPANIES",
+    "TONES",
+]
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CORPUS_PATH = DATA_DIR / "corpus.jsonl"
+QUERIES_PATH = DATA_DIR / "queries.jsonl"
+
+
+class DataError(ValueError):
+    """A data file is missing or has a malformed line (the message names file:line)."""
+
+
+class Doc(NamedTuple):
+    """One news item of the corpus."""
+
+    id: int
+    text: str
+    company: str | None
+    tone: str
+    topic: str
+
+
+class LabelledQuery(NamedTuple):
+    """A search query with the ids of the documents a good search should return."""
+
+    query: str
+    relevant: frozenset[int]
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, JSON object) for each non-blank line of a JSONL file."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        yield number, record
+
+
+def _field(record: dict[str, Any], name: str, kind: type, where: str, optional: bool = False) -> Any:
+    """Return record[name], checking its type; raise DataError naming file:line."""
+    if name not in record:
+        raise DataError(f"{where}: missing field {name!r}")
+    value = record[name]
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DataError(f"{where}: field {name!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def load_corpus(path: str | Path | None = None) -> list[Doc]:
+    """Read the corpus (default ``labkit/data/corpus.jsonl``), sorted by id. Taught in 01_corpus."""
+    path = Path(path) if path is not None else CORPUS_PATH
+    docs: dict[int, Doc] = {}
+    for number, record in _records(path):
+        where = f"{path}:{number}"
+        doc = Doc(
+            id=_field(record, "id", int, where),
+            text=_field(record, "text", str, where),
+            company=_field(record, "company", str, where, optional=True),
+            tone=_field(record, "tone", str, where),
+            topic=_field(record, "topic", str, where),
+        )
+        if doc.id in docs:
+            raise DataError(f"{where}: duplicate document id {doc.id}")
+        if not doc.text.strip():
+            raise DataError(f"{where}: empty text")
+        docs[doc.id] = doc
+    return [docs[doc_id] for doc_id in sorted(docs)]
+
+
+def load_queries(path: str | Path | None = None) -> list[LabelledQuery]:
+    """Read labelled queries (default ``labkit/data/queries.jsonl``). Taught in 05_evaluation."""
+    path = Path(path) if path is not None else QUERIES_PATH
+    queries: list[LabelledQuery] = []
+    for number, record in _records(path):
+        where = f"{path}:{number}"
+        query = _field(record, "query", str, where)
+        relevant = _field(record, "relevant", list, where)
+        if not relevant or not all(isinstance(i, int) and not isinstance(i, bool) for i in relevant):
+            raise DataError(f"{where}: 'relevant' must be a non-empty list of document ids, got {relevant!r}")
+        queries.append(LabelledQuery(query=query, relevant=frozenset(relevant)))
+    if not queries:
+        raise DataError(f"{path}: no queries in the file")
+    return queries
+
+
+_CORPUS = load_corpus()
+TOPICS: tuple[str, ...] = tuple(sorted({doc.topic for doc in _CORPUS}))
+COMPANIES: tuple[str, ...] = tuple(sorted({doc.company for doc in _CORPUS if doc.company}))
+TONES: tuple[str, ...] = tuple(sorted({doc.tone for doc in _CORPUS}))

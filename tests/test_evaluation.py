@@ -1,0 +1,111 @@
+"""evaluate() and the eval CLI on the real stack, cross-checked against ranx."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import labkit as lk
+from labkit.evaluation import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def report(settings):
+    with lk.connect(settings) as conn:
+        lk.ensure_corpus(conn, settings)
+        yield lk.evaluate(conn, lk.load_queries(), k=3)
+
+
+def test_report_shape_and_ranges(report):
+    assert report.modes == tuple(lk.SEARCH_MODES) and len(report.queries) == 12
+    frame = report.to_frame()
+    assert list(frame.columns) == ["recall@3", "mrr", "ndcg@3"] and list(frame.index) == list(lk.SEARCH_MODES)
+    assert ((frame >= 0) & (frame <= 1)).all().all()
+    per_query = report.per_query_frame()
+    assert len(per_query) == 12 and set(lk.SEARCH_MODES) <= set(per_query.columns)
+
+
+def test_means_match_the_metric_functions(report):
+    for mode in report.modes:
+        recalls = [lk.recall_at_k(q.rankings[mode], q.relevant, 3) for q in report.queries]
+        assert report.means[mode]["recall"] == pytest.approx(sum(recalls) / len(recalls))
+
+
+def test_metrics_agree_with_ranx(report):
+    from ranx import Qrels, Run, evaluate  # slow first import (numba), so only here
+
+    qrels = Qrels({f"q{i}": {str(d): 1 for d in q.relevant} for i, q in enumerate(report.queries)})
+    # ranx's recall divides by |relevant|, ours by min(k, |relevant|): equal when |relevant| <= k
+    assert all(len(q.relevant) <= report.k for q in report.queries)
+    for mode in report.modes:
+        run = Run(
+            {
+                f"q{i}": {str(d): float(len(q.rankings[mode]) - pos) for pos, d in enumerate(q.rankings[mode])}
+                or {"none": 0.0}
+                for i, q in enumerate(report.queries)
+            }
+        )
+        theirs = evaluate(qrels, run, ["recall@3", "mrr", "ndcg@3"])
+        ours = report.means[mode]
+        assert ours["recall"] == pytest.approx(theirs["recall@3"]), mode
+        assert ours["mrr"] == pytest.approx(theirs["mrr"]), mode
+        assert ours["ndcg"] == pytest.approx(theirs["ndcg@3"]), mode
+
+
+def test_hybrid_is_rrf_of_the_branches_in_the_report(report):
+    for q in report.queries:
+        assert q.rankings["hybrid"] == lk.ids(lk.rrf([q.rankings["vector"], q.rankings["lexical"]]))[:10]
+
+
+def test_cli_json(settings, capsys):
+    assert main(["--json", "--k", "3"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["k"] == 3 and list(data["modes"]) == list(lk.SEARCH_MODES)
+    assert set(data["modes"]["hybrid"]) == {"recall", "mrr", "ndcg"}
+    first = data["queries"][0]
+    assert set(first) == {"query", "relevant", *lk.SEARCH_MODES} and first["query"] == "золото цена"
+
+
+def test_cli_table_and_mode_choice(settings, capsys):
+    assert main(["--modes", "lexical,hybrid", "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "recall@2" in out and "lexical" in out and "vector" not in out
+
+
+def test_cli_bad_queries_file(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "x", "relevant": [1]}\n{oops\n', encoding="utf-8")
+    assert main(["--queries", str(bad)]) == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+    assert main(["--queries", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_cli_bad_arguments_exit_2(capsys):
+    for argv in (["--modes", "nope"], ["--k", "0"], ["--k", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+    assert "unknown mode" in capsys.readouterr().err
+
+
+def test_python_m_labkit_eval(settings):
+    env = dict(os.environ)
+    done = subprocess.run(
+        [sys.executable, "-m", "labkit", "eval", "--json", "--modes", "lexical"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert list(json.loads(done.stdout)["modes"]) == ["lexical"]
+
+
+def test_compare_hybrid_latency(conn):
+    latency = lk.compare_hybrid_latency(conn, ["золото", "ставка на спорт"], repeats=3)
+    assert latency.runs == 6 and latency.python_ms > 0 and latency.sql_ms > 0
+    assert latency.ratio == pytest.approx(latency.sql_ms / latency.python_ms)

@@ -1,0 +1,39 @@
+"""Reciprocal Rank Fusion by hand: the seed's «золото» example and edge cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.fusion import rrf
+from labkit.ranking import Hit, ids
+
+
+def test_rrf_seed_gold_example():
+    # seed article: vector top-3 (5, 1, 4), lexical top-3 (1, 2, 3) -> RRF 1, 5, 2 ...
+    fused = rrf([[5, 1, 4], [1, 2, 3]], k=60)
+    assert ids(fused)[:3] == [1, 5, 2]
+    assert fused[0] == Hit(1, pytest.approx(1 / 62 + 1 / 61))
+    assert fused[1].score == pytest.approx(1 / 61)
+
+
+def test_rrf_ties_are_broken_by_id():
+    # 7 is first in one list, 3 first in the other: equal scores, so the smaller id wins
+    assert ids(rrf([[7], [3]])) == [3, 7]
+    assert ids(rrf([[9, 8], [8, 9]])) == [8, 9]
+
+
+def test_rrf_weights_and_k_change_the_order():
+    vector, lexical = [1, 2, 3], [3, 2, 1]
+    assert ids(rrf([vector, lexical])) == [1, 3, 2]  # 1 and 3 tie (1/61 + 1/63) above 2 (2/62)
+    assert ids(rrf([vector, lexical], weights=[1.0, 2.0]))[0] == 3
+    assert ids(rrf([vector, lexical], weights=[2.0, 1.0]))[0] == 1
+    # with k=1 the first place weighs much more than the second
+    assert rrf([[1, 2]], k=1)[0].score == pytest.approx(0.5)
+    assert rrf([[1, 2]], k=1)[1].score == pytest.approx(1 / 3)
+
+
+def test_rrf_empty_and_mismatched_inputs():
+    assert rrf([]) == []
+    assert rrf([[], []]) == []
+    with pytest.raises(ValueError, match="2 rankings but 1 weights"):
+        rrf([[1], [2]], weights=[1.0])

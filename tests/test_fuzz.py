@@ -1,0 +1,68 @@
+"""No string breaks a search mode: ≥ 1,000 seeded random strings through every mode in SEARCH_MODES.
+
+Lexical sees all 1,200 strings. The other modes may run a model on the query (an
+embedding call, ~20 ms; the latent-terms encoder, up to seconds for 500 tokens), so they
+see every edge case (including the 10 kB ones) plus a seeded sample of SUBSET random
+strings of at most SUBSET_MAX_CHARS characters (longer text is cut before any model
+anyway). Over all modes that is well above 1,000 strings.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import labkit as lk
+
+N_STRINGS = 1200
+SUBSET = 200
+SUBSET_MAX_CHARS = 300
+EDGE_CASES = [
+    "", " ", "\n\t", "\x00", "a\x00b", "&", "|", "!", "!!", "()", "(", ")", ":*", "a:*", "<->", "<1>", "a <-> b",
+    "'", "''", '"', "\\", "\\\\", "\\'", "';DROP TABLE news;--", "золото & | ! ставка", "ключ:A", "!золото",
+    "😀", "🇷🇺🥇", "\u200b", "\ufeff", "\u0301", "ё̈", "x" * 10_000, "золото " * 2_000, "%s %(x)s {}", "\ud800",
+]  # fmt: skip
+ALPHABET = list("&|!:()<->*'\"\\ ,.;%{}[]\t\n\x00") + list("золотставкаЦБ") + list("abcXYZ019_") + [
+    "😀", "🥇", "\u0301", "\u200b", "ß", "İ", "中", "ع", "\ud800", "<->", "<2>", ":*", "'ab'", "золото", "ставка",
+]  # fmt: skip
+
+
+def _random_strings(n: int, seed: int = 20261202) -> list[str]:
+    rng = random.Random(seed)
+    strings = list(EDGE_CASES)
+    while len(strings) < n:
+        length = rng.choice([1, 2, 5, 10, 30, 100, rng.randint(0, 3000)])
+        strings.append("".join(rng.choice(ALPHABET) for _ in range(length)))
+    return strings
+
+
+STRINGS = _random_strings(N_STRINGS)
+
+
+def test_the_generator_is_varied():
+    assert len(STRINGS) >= 1000 and len(set(STRINGS)) > 1000
+    assert any(len(s) >= 10_000 for s in STRINGS) and "" in STRINGS and any("\x00" in s for s in STRINGS)
+
+
+def _subset() -> list[str]:
+    rng = random.Random(7)
+    short = sorted({s for s in STRINGS[len(EDGE_CASES) :] if len(s) <= SUBSET_MAX_CHARS})
+    return EDGE_CASES + rng.sample(short, SUBSET)
+
+
+@pytest.mark.parametrize("mode", sorted(lk.SEARCH_MODES))
+def test_no_string_raises(conn, mode):
+    search = lk.SEARCH_MODES[mode]
+    strings = STRINGS if mode == "lexical" else _subset()
+    for text in strings:
+        try:
+            hits = search(conn, text, 5)
+        except Exception as exc:  # report which string broke which mode
+            pytest.fail(f"{mode} raised {type(exc).__name__}: {exc} on {text[:80]!r}")
+        assert isinstance(hits, list) and len(hits) <= 5
+
+
+def test_single_sql_hybrid_survives_the_strings_too(conn):
+    for text in _subset():
+        lk.search_hybrid_sql(conn, text, 5)

@@ -1,0 +1,123 @@
+"""Every notebook executes (papermill, found by glob) and is committed clean (no outputs).
+
+Per notebook, ``metadata.labkit`` may set ``timeout`` (seconds for the whole notebook,
+default 600) and ``ci_parameters`` (papermill parameters, e.g. smaller sizes).
+Executed copies go to ``build/executed/<folder>/<name>.ipynb``. A cell tagged
+``raises-exception`` (an exercise TODO) may fail; an error in any other cell fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("solutions/*.ipynb"))
+BUILD = REPO / "build" / "executed"
+DEFAULT_TIMEOUT = 600
+KERNEL = "python3"
+
+
+def _id(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def _labkit_meta(nb: nbformat.NotebookNode) -> dict:
+    return dict(nb.metadata.get("labkit", {}))
+
+
+def _tags(cell: nbformat.NotebookNode) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def _unexpected_errors(executed: nbformat.NotebookNode) -> list[str]:
+    """Errors in cells not tagged raises-exception, as 'cell N: Name: value'."""
+    found = []
+    for number, cell in enumerate(executed.cells, start=1):
+        if cell.cell_type != "code" or "raises-exception" in _tags(cell):
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                found.append(f"executed cell {number}: {output.get('ename')}: {output.get('evalue')}\n{cell.source[:300]}")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_notebook_is_committed_clean(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    dirty = [
+        number
+        for number, cell in enumerate(nb.cells, start=1)
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count") is not None)
+    ]
+    assert not dirty, f"{_id(path)}: cells {dirty} have outputs or execution counts; clear them before committing"
+    tagged = [number for number, cell in enumerate(nb.cells, start=1) if "parameters" in _tags(cell)]
+    assert len(tagged) == 1, f"{_id(path)}: expected exactly one cell tagged 'parameters', found {tagged}"
+    assert nb.cells[0].cell_type == "code" and "import labkit" in nb.cells[0].source, "cell 1 must be the setup"
+
+
+def test_python3_kernel_runs_this_interpreter():
+    """papermill's kernel `python3` must be this venv's Python, or notebooks miss the lab's packages."""
+    printed: list[str] = []
+
+    def keep_stdout(message: dict) -> None:
+        if message["header"]["msg_type"] == "stream":
+            printed.append(message["content"]["text"])
+
+    manager, client = start_new_kernel(kernel_name=KERNEL)
+    try:
+        reply = client.execute_interactive("import sys; print(sys.prefix)", timeout=60, output_hook=keep_stdout)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok"
+    kernel_prefix = "".join(printed).strip()  # sys.prefix tells venvs apart; executables are symlinks
+    assert kernel_prefix == sys.prefix, (
+        f"kernel {KERNEL!r} runs the Python of {kernel_prefix}, not {sys.prefix}: register it with "
+        "`.venv/bin/python -m ipykernel install --sys-prefix --name python3`"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_notebook_executes(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    meta = _labkit_meta(nb)
+    timeout = int(meta.get("timeout", DEFAULT_TIMEOUT))
+    output = BUILD / path.parent.name / path.name
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.unlink(missing_ok=True)
+    command = [
+        sys.executable, "-m", "papermill", str(path), str(output),
+        "--kernel", KERNEL, "--cwd", str(path.parent),
+        "--parameters_yaml", json.dumps(meta.get("ci_parameters", {})),
+        "--execution-timeout", str(timeout), "--no-progress-bar",
+    ]  # fmt: skip
+    # Own process group, so a timeout kills papermill AND its kernel.
+    process = subprocess.Popen(
+        command, cwd=path.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        log, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"{_id(path)} did not finish within {timeout} s (metadata labkit.timeout)")
+    assert output.exists(), f"papermill wrote no output for {_id(path)}:\n{log[-3000:]}"
+    executed = nbformat.read(output, as_version=4)
+    errors = _unexpected_errors(executed)
+    assert not errors, f"{_id(path)} raised outside raises-exception cells:\n" + "\n\n".join(errors)
+    if process.returncode != 0:
+        # papermill also exits non-zero for errors in raises-exception cells: accept only those
+        tagged_errors = [
+            cell for cell in executed.cells
+            if "raises-exception" in _tags(cell) and any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        ]  # fmt: skip
+        assert tagged_errors, f"papermill failed on {_id(path)} (exit {process.returncode}):\n{log[-3000:]}"
