@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for the hybrid-search RAG lab.
-#   ./run.sh                 start the stack, then JupyterLab on 127.0.0.1 (notebooks/)
+#   ./run.sh                 start the stack, then JupyterLab on 127.0.0.1 (opens notebooks/)
 #   ./run.sh test [ARGS]     start the stack, then pytest (ARGS go to pytest)
 #   ./run.sh up|down|status  manage the stack (python -m labkit ...)
 #   ./run.sh eval|ask|bench  lab tools (python -m labkit ... --help)
@@ -28,7 +28,7 @@ fi
 
 req_hash="$("$VENV_PY" -c 'import hashlib; print(hashlib.sha256(open("requirements.txt", "rb").read()).hexdigest())')"
 if [[ "$(cat .venv/.requirements.sha256 2>/dev/null || true)" != "$req_hash" ]]; then
-    say "installing requirements.txt into .venv (first run or requirements changed) ..."
+    say "installing requirements.txt into .venv (first run: ~2 GB incl. the model files, a few minutes) ..."
     "$VENV_PY" -m pip install --disable-pip-version-check -q -r requirements.txt
     # Kernel `python3` of this venv, so JupyterLab and papermill run notebooks with these packages.
     "$VENV_PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labkit)" >/dev/null
@@ -100,7 +100,8 @@ print(port, secrets.token_hex(16))')
         [[ "$(id -u)" == "0" ]] && root_flag=(--allow-root)
         say "JupyterLab: http://127.0.0.1:$port/lab?token=$token"
         exec python -m jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --ServerApp.port_retries=0 \
-            --IdentityProvider.token="$token" --ServerApp.root_dir="$PWD/notebooks" \
+            --IdentityProvider.token="$token" --ServerApp.root_dir="$PWD" \
+            --LabApp.default_url=/lab/tree/notebooks \
             "${root_flag[@]+"${root_flag[@]}"}"
         ;;
     test)

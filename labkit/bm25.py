@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 import psycopg
 
 from .lexical import query_words
-from .ranking import Hit
+from .ranking import Hit, from_scores
 
 __all__ = [
     "BM25_SQL",
@@ -137,7 +137,7 @@ def bm25_scores(
             tf = tfs[t]
             norm = k1 * (1 - b + b * lengths[doc_id] / avgdl)
             scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
-    return [Hit(d, s) for d, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
+    return from_scores(scores)
 
 
 def search_bm25(

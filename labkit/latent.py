@@ -30,16 +30,16 @@ from psycopg import sql
 
 from .lexical import query_words
 from .ranking import Hit
+from .vector import embeddable
 
 __all__ = ["LATENT_TABLE", "LATENT_TOP_K", "latent_model", "encode_latent", "ensure_latent_terms", "search_latent"]
 
 LATENT_TABLE = "news_latent"
 LATENT_TOP_K = 256  # at most this many non-zero latent terms per text
-MAX_QUERY_CHARS = 2000  # e5 reads 512 tokens at most; longer pastes are cut here
 _LOCK_KEY = 0x1A7E_2715  # advisory lock serialising (re)encoding across processes
 
 _model_lock = threading.Lock()
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\ud800-\udfff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")  # the C engine takes NUL-terminated UTF-8
 
 
 def latent_model() -> Any:
@@ -55,9 +55,9 @@ def latent_model() -> Any:
 
 
 def encode_latent(text: str) -> SparseVector:
-    """The latent-terms vector of one text (control characters removed). Taught in 11_beyond_rrf."""
+    """The latent-terms vector of one text (cut like an embedded query, control characters removed). Taught in 11_beyond_rrf."""
     model = latent_model()
-    clean = _CONTROL.sub(" ", text)[:MAX_QUERY_CHARS]
+    clean = _CONTROL.sub(" ", embeddable(text))
     with _model_lock:  # the C engine keeps per-model scratch buffers
         indices, values = model.sparse(clean, top_k=LATENT_TOP_K, fmt="indices")
     weights = {int(i): float(v) for i, v in zip(indices, values) if v > 0}

@@ -1,0 +1,296 @@
+"""The LangGraph agent: planner -> tools -> finalizer, bounded self-correction, Postgres checkpoints.
+
+Taught in 06_agent. The planner talks to the model through the official ``ollama``
+client (no LangChain wrapper). A tool error goes back to the planner with the
+error text; after ``max_errors`` errors the graph stops honestly with
+``requires_human=True``. Every run of a thread is checkpointed in the lab
+database, so a thread can be continued after a kernel restart.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+import pandas as pd
+import psycopg
+from psycopg.rows import dict_row
+
+from .planner import FINAL_PROMPT, SYSTEM_PROMPT, plan
+from .settings import Settings
+from .tools import DEFAULT_TOOLS, call_tool
+
+if TYPE_CHECKING:  # langgraph is imported lazily: `import labkit` must stay fast for the CLI
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.graph import StateGraph
+
+__all__ = ["Agent", "AgentResult", "open_checkpointer", "planner_context"]
+
+SILENT_ANSWER = "Модель не вызвала инструмент и не дала ответа; вопрос передан человеку."
+GIVE_UP_ANSWER = (
+    "Не удалось получить данные: инструменты вернули ошибку (попыток: {errors}; последняя: {last}). "
+    "Ответ без данных был бы выдумкой, поэтому вопрос передан человеку."
+)
+RECURSION_ANSWER = "Агент не уложился в {limit} шагов графа и остановлен; вопрос передан человеку."
+MODEL_DOWN_ANSWER = "Модель не ответила ({error}); агент остановлен, вопрос передан человеку."
+CHECKPOINT_LOCK = 0x6C6B6167656E74  # advisory lock key for PostgresSaver.setup()
+
+class AgentState(TypedDict, total=False):
+    """Graph state. ``messages`` is the thread's history; the other fields describe the current turn."""
+
+    messages: Annotated[list[dict[str, Any]], operator.add]
+    question: str
+    trace: list[dict[str, Any]]
+    tool_calls: list[dict[str, Any]]
+    results: list[str]
+    errors: int
+    failed: bool
+    last_error: str
+    answer: str
+    requires_human: bool
+
+
+@dataclass
+class AgentResult:
+    """What one question produced: the answer, the tool calls, the trace and the honesty flag."""
+
+    question: str
+    answer: str
+    tool_calls: list[dict[str, Any]]
+    requires_human: bool
+    errors: int
+    trace: pd.DataFrame
+    seconds: float
+    thread_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (used by ``./run.sh ask --json``)."""
+        return {
+            "question": self.question,
+            "tool_calls": [{"name": c["name"], "arguments": c["arguments"]} for c in self.tool_calls],
+            "answer": self.answer,
+            "requires_human": self.requires_human,
+            "errors": self.errors,
+            "thread_id": self.thread_id,
+            "trace": self.trace.to_dict(orient="records"),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def open_checkpointer(settings: Settings) -> PostgresSaver:
+    """A LangGraph PostgresSaver on its own connection to the lab database, tables set up. Taught in 06_agent."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    conn = psycopg.connect(settings.database_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(conn)
+    conn.execute("SELECT pg_advisory_lock(%s)", (CHECKPOINT_LOCK,))  # two kernels may set up at once
+    try:
+        saver.setup()
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (CHECKPOINT_LOCK,))
+    return saver
+
+
+def _row(node: str, seconds: float, *, tool: str = "", arguments: Any = None, ok: bool | None = None,
+         preview: str = "", prompt_tokens: int | None = None, eval_tokens: int | None = None) -> dict[str, Any]:
+    """One trace row; ``preview`` is cut to 120 characters."""
+    preview = " ".join(preview.split())
+    return {"node": node, "tool": tool, "arguments": arguments if arguments is not None else {},
+            "ok": ok, "preview": preview[:117] + "..." if len(preview) > 120 else preview,
+            "seconds": round(seconds, 3), "prompt_tokens": prompt_tokens, "eval_tokens": eval_tokens}
+
+
+def planner_context(system: str, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the planner reads: the system prompt, earlier questions only, then the current turn.
+
+    Taught in 06_agent. Earlier answers and tool results stay in the checkpoint but are not
+    shown: given «В базе 7 новостей про спорт», the 1.5B model answered «А про финансы?» by
+    copying the pattern with an invented number instead of calling get_metrics.
+    """
+    start = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
+    earlier = [m for m in messages[:start] if m["role"] == "user"]
+    return [{"role": "system", "content": system}, *earlier, *messages[start:]]
+
+
+def _trace_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The trace as a DataFrame with integer token columns (empty cells where a step made no request)."""
+    frame = pd.DataFrame(rows, columns=list(_row("", 0.0)))
+    return frame.astype({"prompt_tokens": "Int64", "eval_tokens": "Int64"})
+
+
+class Agent:
+    """The lesson's agent; model, tools and system prompt are parameters so 08 and 09 reuse it.
+
+    Taught in 06_agent. ``chat`` defaults to the ollama client of the stack; ``checkpointer``
+    defaults to a PostgresSaver in the lab database.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        model: str | None = None,
+        tools: Sequence[Callable[..., Any]] = DEFAULT_TOOLS,
+        system: str = SYSTEM_PROMPT,
+        conn: psycopg.Connection | None = None,
+        checkpointer: BaseCheckpointSaver | None = None,
+        chat: Callable[..., Any] | None = None,
+        max_errors: int = 3,
+        recursion_limit: int = 16,
+    ) -> None:
+        if settings is None:
+            from .stack import ensure_stack
+
+            settings = ensure_stack()
+        if chat is None:
+            from .embedding import client
+
+            chat = client(settings).chat
+        self._owns_conn = conn is None
+        if conn is None:
+            from .db import connect
+
+            conn = connect(settings)
+        self.settings = settings
+        self.model = model or settings.chat_model
+        self.tools = list(tools)
+        self.system = system
+        self.conn = conn
+        self.chat = chat
+        self.max_errors = max_errors
+        self.recursion_limit = recursion_limit
+        self.checkpointer = checkpointer if checkpointer is not None else open_checkpointer(settings)
+        self.graph = self._build().compile(checkpointer=self.checkpointer)
+
+    def _build(self) -> StateGraph:
+        from langgraph.graph import END, START, StateGraph
+
+        graph = StateGraph(AgentState)
+        graph.add_node("planner", self._planner)
+        graph.add_node("tools", self._tools)
+        graph.add_node("finalizer", self._finalizer)
+        graph.add_node("give_up", self._give_up)
+        graph.add_edge(START, "planner")
+        graph.add_conditional_edges("planner", self._after_planner,
+                                    {"tools": "tools", "give_up": "give_up", "__end__": END})
+        graph.add_conditional_edges("tools", self._after_tools, ["planner", "finalizer", "give_up"])
+        graph.add_edge("finalizer", END)
+        graph.add_edge("give_up", END)
+        return graph
+
+    # --- nodes -------------------------------------------------------------------------------
+    def _planner(self, state: AgentState) -> dict[str, Any]:
+        step = plan(self.chat, self.model, planner_context(self.system, state["messages"]), self.tools)
+        message: dict[str, Any] = {"role": "assistant", "content": step.content}
+        if step.calls:
+            message["tool_calls"] = [{"function": call} for call in step.calls]
+        arguments = [c["arguments"] for c in step.calls]
+        row = _row("planner", step.seconds, tool=", ".join(c["name"] for c in step.calls),
+                   arguments=arguments[0] if len(arguments) == 1 else arguments or None,
+                   preview=step.content, prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
+        update: dict[str, Any] = {"messages": [message], "trace": [*state["trace"], row]}
+        if not step.calls:
+            update["answer"] = step.content
+        return update
+
+    def _tools(self, state: AgentState) -> dict[str, Any]:
+        calls = state["messages"][-1]["tool_calls"]
+        messages, rows, made, results = [], [], [], list(state["results"])
+        failed, last_error = False, state.get("last_error", "")
+        for call in calls:
+            name, arguments = call["function"]["name"], call["function"]["arguments"]
+            result = call_tool(name, arguments, conn=self.conn, tools=self.tools)
+            failed = failed or not result.ok
+            last_error = result.error or last_error
+            messages.append({"role": "tool", "tool_name": str(name), "content": result.content})
+            rows.append(_row("tools", result.seconds, tool=str(name), arguments=arguments, ok=result.ok,
+                             preview=result.content))
+            made.append({"name": name, "arguments": arguments, "ok": result.ok})
+            if result.ok:
+                results.append(result.content)  # no tool name: the 1.5B model then retold "get_metrics"
+        return {"messages": messages, "trace": [*state["trace"], *rows], "results": results,
+                "tool_calls": [*state["tool_calls"], *made], "failed": failed, "last_error": last_error,
+                "errors": state["errors"] + int(failed)}
+
+    def _finalizer(self, state: AgentState) -> dict[str, Any]:
+        prompt = "Данные из базы:\n" + "\n".join(state["results"]) + f"\n\nВопрос: {state['question']}"
+        messages = [{"role": "system", "content": FINAL_PROMPT}, {"role": "user", "content": prompt}]
+        step = plan(self.chat, self.model, messages, tools=[], num_predict=160)  # no tools: text only
+        row = _row("finalizer", step.seconds, preview=step.content,
+                   prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
+        return {"messages": [{"role": "assistant", "content": step.content}], "answer": step.content,
+                "trace": [*state["trace"], row]}
+
+    def _give_up(self, state: AgentState) -> dict[str, Any]:
+        if state["errors"]:
+            answer = GIVE_UP_ANSWER.format(errors=state["errors"], last=state.get("last_error", "")[:200].rstrip("."))
+        else:
+            answer = SILENT_ANSWER
+        row = _row("give_up", 0.0, preview=answer)
+        return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
+                "requires_human": True, "trace": [*state["trace"], row]}
+
+    # --- routing ------------------------------------------------------------------------------
+    @staticmethod
+    def _after_planner(state: AgentState) -> str:
+        last = state["messages"][-1]
+        if last.get("tool_calls"):
+            return "tools"
+        return "__end__" if last["content"] else "give_up"  # no call and no text: say so, do not end mute
+
+    def _after_tools(self, state: AgentState) -> str:
+        if not state["failed"]:
+            return "finalizer"
+        return "give_up" if state["errors"] >= self.max_errors else "planner"
+
+    # --- public -------------------------------------------------------------------------------
+    def ask(self, question: str, thread_id: str | None = None) -> AgentResult:
+        """Run one question (a new turn of ``thread_id`` if given) and return the result. Taught in 06_agent."""
+        from httpx import TransportError
+        from langgraph.errors import GraphRecursionError
+        from ollama import ResponseError
+
+        thread_id = thread_id or uuid.uuid4().hex[:12]
+        config = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
+        turn: AgentState = {"messages": [{"role": "user", "content": question}], "question": question,
+                            "trace": [], "tool_calls": [], "results": [], "errors": 0, "failed": False,
+                            "last_error": "",
+                            "answer": "", "requires_human": False}
+        start = time.perf_counter()
+        state: dict[str, Any] = dict(turn)
+        try:
+            for state in self.graph.stream(turn, config, stream_mode="values"):
+                pass
+        except GraphRecursionError:
+            state = {**state, "answer": RECURSION_ANSWER.format(limit=self.recursion_limit),
+                     "requires_human": True}
+        except (ResponseError, ConnectionError, TransportError) as exc:  # no such model, no tools, server gone
+            error = f"{type(exc).__name__}: {str(exc)[:160]}"
+            state = {**state, "answer": MODEL_DOWN_ANSWER.format(error=error), "requires_human": True}
+        return AgentResult(
+            question=question,
+            answer=state.get("answer", ""),
+            tool_calls=state.get("tool_calls", []),
+            requires_human=bool(state.get("requires_human")),
+            errors=state.get("errors", 0),
+            trace=_trace_frame(state.get("trace", [])),
+            seconds=time.perf_counter() - start,
+            thread_id=thread_id,
+        )
+
+    def history(self, thread_id: str) -> list[dict[str, Any]]:
+        """The saved messages of a thread (read back from the checkpointer). Taught in 06_agent."""
+        return list(self.graph.get_state({"configurable": {"thread_id": thread_id}}).values.get("messages", []))
+
+    def close(self) -> None:
+        """Close the checkpointer's connection, and the tools' one if the agent opened it."""
+        saver_conn = getattr(self.checkpointer, "conn", None)
+        if isinstance(saver_conn, psycopg.Connection):
+            saver_conn.close()
+        if self._owns_conn:
+            self.conn.close()

@@ -1,0 +1,108 @@
+"""Tool-choice evaluation: does the model pick the expected tool and key arguments? (taught in 06_agent)
+
+The labelled questions live in ``labkit/data/agent_questions.jsonl``: one JSON
+object per line with ``question``, the expected ``tool`` (``null`` when no tool is
+needed), the key ``arguments`` that must match and, for free-text queries,
+``query_contains`` (word stems of which the query must contain at least one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from .corpus import DATA_DIR, DataError, _records
+from .planner import SYSTEM_PROMPT, plan
+from .settings import Settings
+from .tools import ALL_TOOLS
+
+__all__ = ["AGENT_QUESTIONS_PATH", "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions"]
+
+AGENT_QUESTIONS_PATH = DATA_DIR / "agent_questions.jsonl"
+
+
+class AgentQuestion(NamedTuple):
+    """A question with the tool (or None) and key arguments a good planner chooses."""
+
+    question: str
+    tool: str | None
+    arguments: dict[str, str]
+    query_contains: tuple[str, ...] = ()
+
+
+def load_agent_questions(path: str | Path | None = None) -> list[AgentQuestion]:
+    """Read the labelled agent questions (default ``labkit/data/agent_questions.jsonl``). Taught in 06_agent."""
+    path = Path(path) if path is not None else AGENT_QUESTIONS_PATH
+    questions = []
+    for number, record in _records(path):
+        question, tool = record.get("question"), record.get("tool")
+        if not isinstance(question, str) or not question.strip():
+            raise DataError(f"{path}:{number}: 'question' must be a non-empty string")
+        if tool is not None and not isinstance(tool, str):
+            raise DataError(f"{path}:{number}: 'tool' must be a tool name or null, got {tool!r}")
+        arguments = record.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise DataError(f"{path}:{number}: 'arguments' must be an object, got {arguments!r}")
+        stems = tuple(record.get("query_contains") or ())
+        questions.append(AgentQuestion(question, tool, dict(arguments), stems))
+    return questions
+
+
+def choice_is_correct(expected: AgentQuestion, tool: str | None, arguments: dict[str, Any]) -> tuple[bool, bool]:
+    """(right tool, right key arguments) for one planner choice. Taught in 06_agent."""
+    if tool != expected.tool:
+        return False, False
+    for key, value in expected.arguments.items():
+        given = arguments.get(key)
+        if not isinstance(given, str) or given.strip().casefold() != value.casefold():
+            return True, False
+    for key, value in arguments.items():  # a filter the question did not ask for changes the answer
+        if key != "query" and key not in expected.arguments and value not in (None, ""):
+            return True, False
+    if expected.query_contains:
+        query = str(arguments.get("query", "")).casefold()
+        if not any(stem.casefold() in query for stem in expected.query_contains):
+            return True, False
+    return True, True
+
+
+def evaluate_tool_choice(
+    questions: Sequence[AgentQuestion],
+    model: str,
+    tools: Sequence[Callable[..., Any]] = ALL_TOOLS,
+    *,
+    settings: Settings | None = None,
+    system: str = SYSTEM_PROMPT,
+    chat: Callable[..., Any] | None = None,
+) -> pd.DataFrame:
+    """One planner call per question; a row per question with the choice, correctness and timing.
+
+    Taught in 06_agent. A model that fails (e.g. does not support tools) gives rows with
+    ``error`` filled and ``correct=False`` instead of an exception.
+    """
+    if chat is None:
+        from .embedding import client
+
+        chat = client(settings).chat
+    rows = []
+    for q in questions:
+        row: dict[str, Any] = {"model": model, "question": q.question, "expected": q.tool or "—"}
+        try:
+            step = plan(chat, model, [{"role": "system", "content": system},
+                                      {"role": "user", "content": q.question}], tools)
+        except Exception as exc:  # noqa: BLE001 (any model failure becomes a row)
+            row.update(tool="ошибка", arguments={}, tool_ok=False, args_ok=False, correct=False,
+                       error=f"{type(exc).__name__}: {str(exc)[:160]}", seconds=None,
+                       prompt_tokens=None, eval_tokens=None)
+            rows.append(row)
+            continue
+        first = step.calls[0] if step.calls else {"name": None, "arguments": {}}
+        tool_ok, args_ok = choice_is_correct(q, first["name"], first["arguments"])
+        row.update(tool=first["name"] or "—", arguments=first["arguments"], tool_ok=tool_ok, args_ok=args_ok,
+                   correct=tool_ok and args_ok, error="", seconds=round(step.seconds, 2),
+                   prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,126 @@
+"""The LangGraph agent with the real model server and the real Postgres checkpointer.
+
+Assertions check the tool choice and the graph's path, never the wording of answers.
+The only fake is ``lk.FakeStubbornChat`` (a model that always sends an invalid call):
+a real model does not fail on demand, and the error loop must be exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+import labkit as lk
+from labkit import ask
+
+
+@pytest.fixture()
+def agent(settings, conn):
+    instance = lk.Agent(settings, conn=conn)
+    yield instance
+    instance.close()
+
+
+def test_gold_question_uses_search_articles(agent):
+    result = agent.ask("Что пишут про цену золота?")
+    assert [c["name"] for c in result.tool_calls] == ["search_articles"]
+    assert "золот" in result.tool_calls[0]["arguments"]["query"].lower()
+    assert list(result.trace["node"]) == ["planner", "tools", "finalizer"]
+    assert not result.requires_human and result.errors == 0 and result.answer
+    planner = result.trace.iloc[0]
+    assert planner["prompt_tokens"] > 0 and planner["eval_tokens"] > 0, "token counts come from the response"
+
+
+def test_greeting_needs_no_tool(agent):
+    result = agent.ask("Привет, как дела?")
+    assert result.tool_calls == []
+    assert list(result.trace["node"]) == ["planner"], "the graph ends right after the planner"
+    assert result.answer and not result.requires_human
+
+
+def _ask_with(settings, conn, chat, question, **options) -> lk.AgentResult:
+    """One question to an agent whose model is the given (fake) chat callable."""
+    agent = lk.Agent(settings, conn=conn, chat=chat, **options)
+    try:
+        return agent.ask(question)
+    finally:
+        agent.close()
+
+
+def test_error_loop_stops_after_three_errors(settings, conn):
+    fake = lk.FakeStubbornChat()
+    result = _ask_with(settings, conn, fake, "Сколько новостей про погоду?")
+    assert result.requires_human and result.errors == 3 and fake.requests == 3
+    assert [c["ok"] for c in result.tool_calls] == [False, False, False]
+    assert list(result.trace["node"]) == ["planner", "tools"] * 3 + ["give_up"]
+    assert "weather" in result.answer and "человеку" in result.answer
+    tool_rows = result.trace[result.trace["node"] == "tools"]
+    assert tool_rows["preview"].str.contains("Допустимые значения").all(), "the error lists the allowed topics"
+
+
+def test_recursion_limit_gives_an_honest_result(settings, conn):
+    result = _ask_with(settings, conn, lk.FakeStubbornChat(), "Сколько новостей про погоду?",
+                       max_errors=100, recursion_limit=7)
+    assert result.requires_human and "7 шагов" in result.answer
+    assert len(result.trace) == 7, "the trace of the steps made before the limit is kept"
+
+
+class FakeDeadServer:
+    """A FAKE chat client whose server is gone (the ollama client raises ConnectionError)."""
+
+    def __call__(self, **_):
+        raise ConnectionError("Failed to connect to Ollama")
+
+
+def test_dead_model_server_gives_an_honest_result(settings, conn):
+    result = _ask_with(settings, conn, FakeDeadServer(), "Что пишут про цену золота?")
+    assert result.requires_human and "ConnectionError" in result.answer and result.tool_calls == []
+
+
+class FakeSilentChat:
+    """A FAKE model that answers with neither a tool call nor text."""
+
+    def __call__(self, **_):
+        from ollama import ChatResponse, Message
+
+        return ChatResponse(model="fake-silent", message=Message(role="assistant", content=""))
+
+
+def test_a_mute_planner_is_reported_not_returned_as_empty(settings, conn):
+    result = _ask_with(settings, conn, FakeSilentChat(), "Что пишут про цену золота?")
+    assert result.requires_human and result.answer and list(result.trace["node"]) == ["planner", "give_up"]
+
+
+def test_ask_json_sport_then_resume_thread_in_another_graph(settings, conn, capsys):
+    thread = f"test-{uuid.uuid4().hex[:8]}"
+    question = "Сколько новостей про спорт в базе?"
+    assert ask.main([question, "--json", "--thread", thread]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) >= {"question", "tool_calls", "answer", "requires_human", "trace", "seconds"}
+    assert payload["question"] == question and payload["requires_human"] is False
+    assert payload["tool_calls"] == [{"name": "get_metrics", "arguments": {"topic": "sport"}}]
+    assert [step["node"] for step in payload["trace"]] == ["planner", "tools", "finalizer"]
+    assert isinstance(payload["seconds"], float) and payload["answer"]
+
+    # A second, independent graph (new checkpointer connection) reads the thread from Postgres.
+    resumed = lk.Agent(settings, conn=conn)
+    try:
+        history = resumed.history(thread)
+        assert history[0] == {"role": "user", "content": question}
+        assert history[1]["tool_calls"][0]["function"] == {"name": "get_metrics", "arguments": {"topic": "sport"}}
+        assert history[-1]["role"] == "assistant" and history[-1]["content"] == payload["answer"]
+        follow_up = resumed.ask("А сколько про финансы?", thread_id=thread)
+        longer = resumed.history(thread)
+    finally:
+        resumed.close()
+    assert longer[: len(history)] == history and len(longer) > len(history)
+    assert {"role": "user", "content": "А сколько про финансы?"} in longer
+    # the planner saw the earlier question (not its answer) and counted again instead of guessing
+    assert [(c["name"], c["arguments"]) for c in follow_up.tool_calls] == [("get_metrics", {"topic": "finance"})]
+
+
+def test_ask_rejects_an_empty_question(capsys):
+    assert ask.main(["   "]) == 2
+    assert "empty" in capsys.readouterr().err

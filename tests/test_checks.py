@@ -1,0 +1,143 @@
+"""Exercise checkers: solutions pass, unmodified starters get advice (not a traceback).
+
+Two levels: checkers called directly with small stub inputs, and the exercise notebooks
+executed with papermill into a temporary folder, reading the printed verdict of the
+last (checker) cell.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+import labkit as lk
+
+REPO = Path(__file__).resolve().parents[1]
+EXERCISES = ["07_task_weighted_rrf.ipynb", "08_task_models.ipynb", "09_task_entity_tool.ipynb"]
+SMALL = {"08_task_models.ipynb": {"N_QUESTIONS": 2}}  # keeps the model calls few on 2 cores
+
+
+# --- direct calls with stub inputs -----------------------------------------------------------
+
+def _toy_rrf_inputs():
+    train = [lk.LabelledQuery("a", frozenset({1})), lk.LabelledQuery("b", frozenset({2, 3}))]
+    test = [lk.LabelledQuery("c", frozenset({3}))]
+    rankings = {"a": ([5, 1, 6], [1, 7, 8]), "b": ([2, 9, 3], [9, 8, 2]), "c": ([9, 4, 1], [4, 2, 3])}
+    return rankings, train, test
+
+
+def _grid(queries, rankings, ks=(1, 10, 60), weights=(0.5, 1.0, 2.0)):
+    def mean(k, w):
+        scores = [lk.recall_at_k(lk.ids(lk.rrf(list(rankings[q.query]), k, (w, 1.0))), q.relevant, 3) for q in queries]
+        return sum(scores) / len(scores)
+
+    return pd.DataFrame([[mean(k, w) for w in weights] for k in ks], index=list(ks), columns=list(weights))
+
+
+def test_weighted_rrf_checker_accepts_a_correct_answer(capsys):
+    rankings, train, test = _toy_rrf_inputs()
+    grid = _grid(train, rankings)
+    k, w = grid.stack().idxmax()
+    test_recall = _grid(test, rankings).loc[k, w]
+    best = {"k": k, "w_vector": w}
+    result = lk.check_weighted_rrf(grid, best, test_recall, rankings=rankings, train=train, test=test)
+    assert result.passed, result.problems
+    assert "Проверка пройдена" in capsys.readouterr().out
+
+
+def test_weighted_rrf_checker_explains_mistakes(capsys):
+    rankings, train, test = _toy_rrf_inputs()
+    unfilled = lk.check_weighted_rrf(None, None, None, rankings=rankings, train=train, test=test)
+    assert not unfilled.passed and "grid не заполнена" in unfilled.problems[0]
+    leaky = _grid([*train, *test], rankings)
+    tuned_on_all = lk.check_weighted_rrf(leaky, (1, 1.0), 0.5, rankings=rankings, train=train, test=test)
+    assert not tuned_on_all.passed and "на всех запросах" in tuned_on_all.problems[0]
+    grid = _grid(train, rankings)
+    k, w = grid.stack().idxmax()
+    reported_on_train = lk.check_weighted_rrf(grid, (k, w), grid.loc[k, w], rankings=rankings, train=train, test=test)
+    assert not reported_on_train.passed
+    assert "Проверка не пройдена" in capsys.readouterr().out
+
+
+def _model_table(models, questions, fail=None):
+    rows = []
+    for model in models:
+        for q in questions:
+            error = "ResponseError: does not support tools" if model == fail else ""
+            tool = "ошибка" if error else q.tool or "—"
+            rows.append({"model": model, "question": q.question, "tool": tool, "arguments": dict(q.arguments),
+                         "correct": not error and not q.query_contains, "error": error})
+    return pd.DataFrame(rows)
+
+
+def test_model_table_checker():
+    questions = [q for q in lk.load_agent_questions() if not q.query_contains][:3]
+    models = ["m1", "m2"]
+    table = _model_table(models, questions, fail="m2")
+    accuracy = table.groupby("model")["correct"].mean()
+    assert lk.check_model_table(table, accuracy, models=models, questions=questions).passed
+    missing = lk.check_model_table(table[table["model"] == "m1"], accuracy, models=models, questions=questions)
+    assert not missing.passed and "нет строк модели m2" in missing.problems[0]
+    lying = table.assign(correct=True)
+    assert not lk.check_model_table(lying, lying.groupby("model")["correct"].mean(), models=models,
+                                    questions=questions).passed
+    assert not lk.check_model_table(table, {"m1": 0.0, "m2": 0.0}, models=models, questions=questions).passed
+    assert "table не заполнена" in lk.check_model_table(None, None, models=models, questions=questions).problems[0]
+
+
+def unsafe_search_by_entity(conn, company: lk.Company | None = None, tone: lk.Tone | None = None) -> list[dict]:
+    """Find news by company and tone, built by string formatting (what the checker must reject).
+
+    Args:
+        company: company
+        tone: tone
+    """
+    where = " AND ".join(f"{col} = '{val}'" for col, val in (("company", company), ("tone", tone)) if val) or "true"
+    rows = conn.execute(f"SELECT id, body, company, tone FROM news WHERE {where} ORDER BY id LIMIT 5").fetchall()
+    return [{"id": i, "text": b, "company": c, "tone": t} for i, b, c, t in rows]
+
+
+def test_entity_checker(conn):
+    good_result = {"tool_calls": [{"name": "search_by_entity", "arguments": {"company": "ЦБ", "tone": "negative"}}]}
+    assert lk.check_entity_tool(lk.search_by_entity, good_result, conn=conn).passed
+    unsafe = lk.check_entity_tool(unsafe_search_by_entity, good_result, conn=conn)
+    assert not unsafe.passed and any("OR '1'='1" in p for p in unsafe.problems), unsafe.problems
+    wrong_call = {"tool_calls": [{"name": "search_articles", "arguments": {"query": "ЦБ"}}]}
+    chose_wrong = lk.check_entity_tool(lk.search_by_entity, wrong_call, conn=conn)
+    assert not chose_wrong.passed and "search_articles" in chose_wrong.problems[-1]
+    nothing = lk.check_entity_tool(None, None, conn=conn)
+    assert not nothing.passed and "не заполнена" in nothing.problems[0]
+
+
+# --- the notebooks themselves ----------------------------------------------------------------
+
+def _verdict(folder: str, name: str, tmp_path: Path) -> str:
+    """Execute one exercise notebook; return the printed output of its last code cell."""
+    output = tmp_path / f"{folder}-{name}"
+    subprocess.run(
+        [sys.executable, "-m", "papermill", str(REPO / folder / name), str(output), "--kernel", "python3",
+         "--cwd", str(REPO / folder), "--parameters_yaml", json.dumps(SMALL.get(name, {})), "--no-progress-bar"],
+        check=False, capture_output=True, text=True, timeout=1200,
+    )  # exit status is non-zero for starters (their TODO cells raise); the verdict cell decides
+    executed = nbformat.read(output, as_version=4)
+    last = [cell for cell in executed.cells if cell.cell_type == "code"][-1]
+    assert "check_" in last.source, "the last code cell is the checker"
+    assert not [o for o in last.outputs if o.output_type == "error"], "the checker cell must not raise"
+    return "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_solution_passes_its_checker(settings, name, tmp_path):
+    assert "Проверка пройдена" in _verdict("solutions", name, tmp_path)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_unmodified_starter_is_rejected_with_advice(settings, name, tmp_path):
+    verdict = _verdict("notebooks", name, tmp_path)
+    assert "Проверка не пройдена" in verdict and "TODO" in verdict
