@@ -1,4 +1,4 @@
-"""Embedded Ollama-compatible model server: llama.cpp chat + e5 embeddings on 127.0.0.1 (taught in 00_setup).
+"""Embedded Ollama-compatible model server: llama.cpp chat + e5 embeddings on 127.0.0.1 (behind every notebook from 01_corpus on).
 
 Run it with `python -m labkit.modelserver --port N`; the official `ollama` client talks to it
 unchanged. Modules: app (HTTP routes), registry (models, lazy loading), chat + convert

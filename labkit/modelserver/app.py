@@ -1,4 +1,4 @@
-"""HTTP routing of the Ollama-compatible API, standard library only (taught in 00_setup).
+"""HTTP routing of the Ollama-compatible API, standard library only (behind every notebook from 01_corpus on).
 
 Endpoints: GET / /api/version /api/tags /api/ps; POST /api/show /api/embed /api/embeddings
 /api/chat /api/pull. Errors are JSON {"error": ...} so `ollama.ResponseError` shows them.

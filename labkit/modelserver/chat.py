@@ -1,4 +1,4 @@
-"""Answer an Ollama /api/chat request with llama.cpp: text, tool calls, streaming (taught in 05_agent).
+"""Answer an Ollama /api/chat request with llama.cpp: text, tool calls, streaming (taught in 06_agent).
 
 With `tools` in the request the model's text is parsed into structured `tool_calls`
 (see toolcalls.py). A text that tries a call but does not parse is regenerated once

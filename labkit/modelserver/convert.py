@@ -1,4 +1,4 @@
-"""Ollama /api/chat requests ⇄ OpenAI chat.completions for llama.cpp (taught in 05_agent).
+"""Ollama /api/chat requests ⇄ OpenAI chat.completions for llama.cpp (taught in 06_agent).
 
 Ollama history carries tool calls as {"function": {"name", "arguments": {...}}} and tool
 results as {"role": "tool", "tool_name": ...}; llama.cpp wants OpenAI's shape with call

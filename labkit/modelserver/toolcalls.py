@@ -1,4 +1,4 @@
-"""Read tool calls out of a small model's text answer (taught in 05_agent).
+"""Read tool calls out of a small model's text answer (taught in 06_agent).
 
 Qwen2.5-Coder answers a tools request with a fenced ```json {"name": ..., "arguments": {...}}```
 block, sometimes bare JSON or `<tool_call>` tags. `parse_tool_calls` turns any of these

