@@ -21,6 +21,7 @@ from typing import Any, Literal
 import psycopg
 
 from .corpus import COMPANIES, TONES, TOPICS
+from .fusion import search_hybrid
 
 __all__ = [
     "ALL_TOOLS",
@@ -56,10 +57,6 @@ def search_articles(conn: psycopg.Connection, query: str) -> list[dict[str, Any]
     Args:
         query: search query in Russian, a few key words from the question
     """
-    from .fusion import (
-        search_hybrid,  # imported lazily: fusion needs the embedding client
-    )
-
     hits = search_hybrid(conn, query, k=TOP_K)
     if not hits:
         return []
