@@ -20,6 +20,7 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
+from .db import advisory_lock
 from .planner import FINAL_PROMPT, SYSTEM_PROMPT, plan
 from .settings import Settings
 from .tools import DEFAULT_TOOLS, call_tool
@@ -88,11 +89,8 @@ def open_checkpointer(settings: Settings) -> PostgresSaver:
 
     conn = psycopg.connect(settings.database_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
     saver = PostgresSaver(conn)
-    conn.execute("SELECT pg_advisory_lock(%s)", (CHECKPOINT_LOCK,))  # two kernels may set up at once
-    try:
+    with advisory_lock(conn, CHECKPOINT_LOCK):  # two kernels may set up at once
         saver.setup()
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (CHECKPOINT_LOCK,))
     return saver
 
 
