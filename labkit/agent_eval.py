@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from .corpus import DATA_DIR, DataError, _records
+from .corpus import DATA_DIR, DataError, read_records
 from .planner import SYSTEM_PROMPT, plan
 from .settings import Settings
 from .tools import ALL_TOOLS
@@ -37,7 +37,7 @@ def load_agent_questions(path: str | Path | None = None) -> list[AgentQuestion]:
     """Read the labelled agent questions (default ``labkit/data/agent_questions.jsonl``). Taught in 06_agent."""
     path = Path(path) if path is not None else AGENT_QUESTIONS_PATH
     questions = []
-    for number, record in _records(path):
+    for number, record in read_records(path):
         question, tool = record.get("question"), record.get("tool")
         if not isinstance(question, str) or not question.strip():
             raise DataError(f"{path}:{number}: 'question' must be a non-empty string")

@@ -20,6 +20,7 @@ __all__ = [
     "DataError",
     "load_corpus",
     "load_queries",
+    "read_records",
     "TOPICS",
     "COMPANIES",
     "TONES",
@@ -51,8 +52,8 @@ class LabelledQuery(NamedTuple):
     relevant: frozenset[int]
 
 
-def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, JSON object) for each non-blank line of a JSONL file."""
+def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, JSON object) for each non-blank line of a JSONL file (clear DataError on bad lines)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
@@ -87,7 +88,7 @@ def load_corpus(path: str | Path | None = None) -> list[Doc]:
     """Read the corpus (default ``labkit/data/corpus.jsonl``), sorted by id. Taught in 01_corpus."""
     path = Path(path) if path is not None else CORPUS_PATH
     docs: dict[int, Doc] = {}
-    for number, record in _records(path):
+    for number, record in read_records(path):
         where = f"{path}:{number}"
         doc = Doc(
             id=_field(record, "id", int, where),
@@ -108,7 +109,7 @@ def load_queries(path: str | Path | None = None) -> list[LabelledQuery]:
     """Read labelled queries (default ``labkit/data/queries.jsonl``). Taught in 05_evaluation."""
     path = Path(path) if path is not None else QUERIES_PATH
     queries: list[LabelledQuery] = []
-    for number, record in _records(path):
+    for number, record in read_records(path):
         where = f"{path}:{number}"
         query = _field(record, "query", str, where)
         relevant = _field(record, "relevant", list, where)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 
 import labkit as lk
 from labkit.modelserver.app import VERSION
+from labkit.pgembedded import free_port
 
 CHAT = "qwen2.5-coder:1.5b"
 SMALL = "qwen2.5-coder:0.5b"
@@ -44,12 +44,6 @@ SEED_TOOLS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _is_ours(host: str | None) -> bool:
     try:
         return httpx.get(f"{host}/api/version", timeout=5).json().get("version") == VERSION
@@ -58,7 +52,7 @@ def _is_ours(host: str | None) -> bool:
 
 
 def _start_server(*extra: str) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(port), *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     host = f"http://127.0.0.1:{port}"
