@@ -26,21 +26,17 @@ if [[ ! -x "$VENV_PY" ]]; then
     "$PYTHON" -m venv .venv
 fi
 
-req_hash="$("$VENV_PY" -c 'import hashlib; print(hashlib.sha256(open("requirements.txt", "rb").read()).hexdigest())')"
+# Re-install when requirements.txt or pyproject.toml change, or when .venv's labkit points at another checkout.
+req_hash="$("$VENV_PY" -c 'import hashlib, os; print(hashlib.sha256(open("requirements.txt", "rb").read() + open("pyproject.toml", "rb").read() + os.getcwd().encode()).hexdigest())')"
 if [[ "$(cat .venv/.requirements.sha256 2>/dev/null || true)" != "$req_hash" ]]; then
     say "installing requirements.txt into .venv (first run: ~2 GB incl. the model files, a few minutes) ..."
     "$VENV_PY" -m pip install --disable-pip-version-check -q -r requirements.txt
+    # labkit itself, editable: notebooks, papermill and the model server import this checkout.
+    "$VENV_PY" -m pip install --disable-pip-version-check -q --no-deps -e .
     # Kernel `python3` of this venv, so JupyterLab and papermill run notebooks with these packages.
     "$VENV_PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labkit)" >/dev/null
     echo "$req_hash" > .venv/.requirements.sha256
 fi
-# Make `import labkit` work from notebooks/ and solutions/ (kernels start in the notebook's folder).
-"$VENV_PY" - "$PWD" <<'PY'
-import pathlib, sys, sysconfig
-pth = pathlib.Path(sysconfig.get_paths()["purelib"]) / "labkit-repo.pth"
-if not pth.exists() or pth.read_text().strip() != sys.argv[1]:
-    pth.write_text(sys.argv[1] + "\n")
-PY
 export PATH="$PWD/.venv/bin:$PATH"
 
 # --- which stack -----------------------------------------------------------------------------
@@ -109,7 +105,7 @@ print(port, secrets.token_hex(16))')
         targets=(tests)  # unless the arguments name test files or folders themselves
         for arg in "$@"; do [[ "$arg" != -* && -e "${arg%%::*}" ]] && targets=(); done
         rc=0
-        python -m pytest -q "${targets[@]+"${targets[@]}"}" "$@" || rc=$?
+        python -m pytest -q "${targets[@]+"${targets[@]}"}" "$@" || rc=$?  # includes ruff and mypy (tests/test_quality.py)
         if [[ $rc -eq 5 ]]; then
             say "FAILED: pytest collected no tests (exit code 5)"
             exit 1

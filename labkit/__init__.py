@@ -1,126 +1,130 @@
 """labkit: the code the notebooks of the hybrid-search RAG lab call.
 
-Each module holds one idea and names the notebook that teaches it.
+Each module holds one idea and names the notebook that teaches it. A notebook (or a
+command) starts with ``lab = labkit.setup()``: the one place where services are found;
+every function below takes that ``Lab`` (or plain data) as its argument.
+``import labkit`` starts nothing and loads no engine (Postgres server, llama.cpp, e5, LangGraph).
 """
 
-from .settings import Settings, get_settings, lab_home
-from .stack import StackError, down, ensure_stack, status, up
-from .embedding import document_text, embed_documents, embed_query, query_text
-from .tools import (ALL_TOOLS, DEFAULT_TOOLS, Company, Tone, Topic, ToolResult, call_tool, format_result,
-                    get_metrics, search_articles, search_by_entity, tool_schema)
-from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, plan
 from .agent import Agent, AgentResult, open_checkpointer, planner_context
 from .agent_eval import AgentQuestion, choice_is_correct, evaluate_tool_choice, load_agent_questions
+from .bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
 from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf
-from .corpus import COMPANIES, TONES, TOPICS, DataError, Doc, LabelledQuery, load_corpus, load_queries
-from .ranking import Hit, ids
-from .db import DatabaseUnavailable, LoadReport, connect, ensure_corpus, vector_table
-from .embedcache import EMBEDDING_STATS
-from .lexical import query_words, search_lexical
-from .vector import search_vector
-from .fusion import rrf, search_hybrid, search_hybrid_sql
-from .metrics import ndcg_at_k, recall_at_k, reciprocal_rank
-from .modes import SEARCH_MODES
-from .evaluation import EvalReport, compare_hybrid_latency, evaluate
-from .bm25 import bm25_scores, fetch_postings, query_lexemes, search_bm25
+from .context import Lab
+from .corpus import (
+    COMPANIES,
+    CORPUS_PATH,
+    DATA_DIR,
+    HELDOUT_PATH,
+    QUERIES_PATH,
+    TONES,
+    TOPICS,
+    DataError,
+    Doc,
+    LabelledQuery,
+    load_corpus,
+    load_queries,
+)
+from .db import DatabaseUnavailable, LoadReport, connect, ensure_corpus, lab_vector_table, vector_table
+from .embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
+from .embedding import document_text, embed_documents, embed_query, query_text
+from .errors import LabError
+from .evaluation import (
+    EvalReport,
+    TuningResult,
+    branch_rankings,
+    compare_hybrid_latency,
+    default_grid,
+    evaluate,
+    time_modes,
+    tune_fusion,
+)
+from .fusion import (
+    BRANCHES,
+    DEFAULT_FUSION,
+    HYBRID_SQL,
+    RRF_K,
+    FusionConfig,
+    SearchMode,
+    fuse,
+    rrf,
+    search_fused,
+    search_hybrid,
+    search_hybrid_bm25,
+    search_hybrid_latent,
+    search_hybrid_sql,
+)
+from .lab import open_lab, setup
 from .latent import encode_latent, ensure_latent_terms, search_latent
-from .improved import (DEFAULT_FUSION, HELDOUT_PATH, FusionConfig, branch_rankings, search_fused, search_hybrid_bm25,
-                       search_hybrid_latent, time_modes, tune_fusion)
-from .scale import build_hnsw, exact_search, filtered_search, hnsw_search, load_vectors, make_queries, make_vectors, sweep_ef_search
+from .lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
+from .metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
+from .modes import SEARCH_MODES
+from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, plan
+from .ranking import Hit, ids
+from .scale import (
+    build_hnsw,
+    exact_search,
+    filtered_search,
+    hnsw_search,
+    load_vectors,
+    make_queries,
+    make_vectors,
+    plot_tradeoff,
+    run_bench,
+    sweep_ef_search,
+)
+from .settings import Settings, get_settings, lab_home
+from .stack import StackError, down, ensure_stack, status, up
+from .text import shorten
+from .tools import (
+    ALL_TOOLS,
+    DEFAULT_TOOLS,
+    Company,
+    Tone,
+    ToolResult,
+    Topic,
+    call_tool,
+    format_result,
+    get_metrics,
+    search_articles,
+    search_by_entity,
+    tool_schema,
+)
+from .vector import embeddable, search_vector, vector_sql
 
 __all__ = [
-    "Settings",
-    "get_settings",
-    "lab_home",
-    "StackError",
-    "down",
-    "ensure_stack",
-    "status",
-    "up",
-    "document_text",
-    "embed_documents",
-    "embed_query",
-    "query_text",
-    "ALL_TOOLS",
-    "DEFAULT_TOOLS",
-    "Company",
-    "Tone",
-    "Topic",
-    "ToolResult",
-    "call_tool",
-    "format_result",
-    "get_metrics",
-    "search_articles",
-    "search_by_entity",
-    "tool_schema",
-    "FINAL_PROMPT",
-    "SYSTEM_PROMPT",
-    "Agent",
-    "AgentResult",
-    "Plan",
-    "open_checkpointer",
-    "planner_context",
-    "FakeStubbornChat",
-    "plan",
-    "AgentQuestion",
-    "choice_is_correct",
-    "evaluate_tool_choice",
-    "load_agent_questions",
-    "CheckResult",
-    "check_entity_tool",
-    "check_model_table",
-    "check_weighted_rrf",
-    "COMPANIES",
-    "TONES",
-    "TOPICS",
-    "DataError",
-    "Doc",
-    "LabelledQuery",
-    "load_corpus",
-    "load_queries",
-    "Hit",
-    "ids",
-    "DatabaseUnavailable",
-    "LoadReport",
-    "connect",
-    "ensure_corpus",
-    "vector_table",
-    "EMBEDDING_STATS",
-    "query_words",
-    "search_lexical",
-    "search_vector",
-    "rrf",
-    "search_hybrid",
-    "search_hybrid_sql",
-    "ndcg_at_k",
-    "recall_at_k",
-    "reciprocal_rank",
+    # the edge: settings, services, the lab context
+    "Settings", "get_settings", "lab_home", "LabError", "StackError", "up", "down", "status", "ensure_stack",
+    "Lab", "setup", "open_lab",
+    # data
+    "COMPANIES", "TONES", "TOPICS", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
+    "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
+    # database and embeddings
+    "DatabaseUnavailable", "LoadReport", "connect", "ensure_corpus", "vector_table", "lab_vector_table",
+    "EMBEDDING_STATS", "as_array", "cached_embeddings", "cached_query_embedding",
+    "document_text", "query_text", "embed_documents", "embed_query",
+    # search
+    "Hit", "ids", "TS_CONFIG", "query_words", "lexical_sql", "search_lexical",
+    "embeddable", "vector_sql", "search_vector",
+    "BM25_SQL", "bm25_scores", "fetch_postings", "query_lexemes", "search_bm25",
+    "encode_latent", "ensure_latent_terms", "search_latent",
+    "RRF_K", "BRANCHES", "SearchMode", "FusionConfig", "DEFAULT_FUSION", "HYBRID_SQL", "rrf", "fuse",
+    "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
     "SEARCH_MODES",
-    "EvalReport",
-    "compare_hybrid_latency",
-    "evaluate",
-    "bm25_scores",
-    "fetch_postings",
-    "query_lexemes",
-    "search_bm25",
-    "search_hybrid_bm25",
-    "encode_latent",
-    "ensure_latent_terms",
-    "search_latent",
-    "DEFAULT_FUSION",
-    "HELDOUT_PATH",
-    "FusionConfig",
-    "branch_rankings",
-    "search_fused",
-    "search_hybrid_latent",
-    "time_modes",
-    "tune_fusion",
-    "build_hnsw",
-    "exact_search",
-    "filtered_search",
-    "hnsw_search",
-    "load_vectors",
-    "make_queries",
-    "make_vectors",
-    "sweep_ef_search",
-]
+    # evaluation, tuning, timing
+    "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
+    "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",
+    "branch_rankings", "TuningResult", "default_grid", "tune_fusion",
+    # scale
+    "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
+    "sweep_ef_search", "filtered_search", "plot_tradeoff", "run_bench",
+    # agent
+    "ALL_TOOLS", "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
+    "get_metrics", "search_articles", "search_by_entity", "tool_schema",
+    "FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan",
+    "Agent", "AgentResult", "open_checkpointer", "planner_context",
+    "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions",
+    # exercises
+    "CheckResult", "check_entity_tool", "check_model_table", "check_weighted_rrf",
+    "shorten",
+]  # fmt: skip

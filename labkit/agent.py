@@ -20,15 +20,19 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
-from .db import advisory_lock
-from .planner import FINAL_PROMPT, SYSTEM_PROMPT, plan
+from .db import CHECKPOINT_LOCK, advisory_lock
+from .planner import ANSWER_TOKENS, FINAL_PROMPT, SYSTEM_PROMPT, plan
 from .settings import Settings
+from .text import ERROR_CHARS, PREVIEW_CHARS, shorten
 from .tools import DEFAULT_TOOLS, call_tool
 
 if TYPE_CHECKING:  # langgraph is imported lazily: `import labkit` must stay fast for the CLI
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.graph import StateGraph
+
+    from .context import Lab
 
 __all__ = ["Agent", "AgentResult", "open_checkpointer", "planner_context"]
 
@@ -39,7 +43,7 @@ GIVE_UP_ANSWER = (
 )
 RECURSION_ANSWER = "Агент не уложился в {limit} шагов графа и остановлен; вопрос передан человеку."
 MODEL_DOWN_ANSWER = "Модель не ответила ({error}); агент остановлен, вопрос передан человеку."
-CHECKPOINT_LOCK = 0x6C6B6167656E74  # advisory lock key for PostgresSaver.setup()
+
 
 class AgentState(TypedDict, total=False):
     """Graph state. ``messages`` is the thread's history; the other fields describe the current turn."""
@@ -87,6 +91,8 @@ def open_checkpointer(settings: Settings) -> PostgresSaver:
     """A LangGraph PostgresSaver on its own connection to the lab database, tables set up. Taught in 06_agent."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
+    if not settings.database_url:
+        raise ValueError("settings.database_url is not set: build the lab with labkit.setup()")
     conn = psycopg.connect(settings.database_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
     saver = PostgresSaver(conn)
     with advisory_lock(conn, CHECKPOINT_LOCK):  # two kernels may set up at once
@@ -96,10 +102,9 @@ def open_checkpointer(settings: Settings) -> PostgresSaver:
 
 def _row(node: str, seconds: float, *, tool: str = "", arguments: Any = None, ok: bool | None = None,
          preview: str = "", prompt_tokens: int | None = None, eval_tokens: int | None = None) -> dict[str, Any]:
-    """One trace row; ``preview`` is cut to 120 characters."""
-    preview = " ".join(preview.split())
+    """One trace row; ``preview`` is cut to PREVIEW_CHARS at a word boundary."""
     return {"node": node, "tool": tool, "arguments": arguments if arguments is not None else {},
-            "ok": ok, "preview": preview[:117] + "..." if len(preview) > 120 else preview,
+            "ok": ok, "preview": shorten(preview, PREVIEW_CHARS),
             "seconds": round(seconds, 3), "prompt_tokens": prompt_tokens, "eval_tokens": eval_tokens}
 
 
@@ -124,45 +129,32 @@ def _trace_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 class Agent:
     """The lesson's agent; model, tools and system prompt are parameters so 08 and 09 reuse it.
 
-    Taught in 06_agent. ``chat`` defaults to the ollama client of the stack; ``checkpointer``
-    defaults to a PostgresSaver in the lab database.
+    Taught in 06_agent. Tools run on ``lab``; ``chat`` defaults to the lab's model client
+    (``lab.models.chat``); ``checkpointer`` defaults to a PostgresSaver in the lab database
+    on a connection of its own, closed by ``close()``.
     """
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        lab: Lab,
         *,
         model: str | None = None,
         tools: Sequence[Callable[..., Any]] = DEFAULT_TOOLS,
         system: str = SYSTEM_PROMPT,
-        conn: psycopg.Connection | None = None,
-        checkpointer: BaseCheckpointSaver | None = None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
         chat: Callable[..., Any] | None = None,
         max_errors: int = 3,
         recursion_limit: int = 16,
     ) -> None:
-        if settings is None:
-            from .stack import ensure_stack
-
-            settings = ensure_stack()
-        if chat is None:
-            from .embedding import client
-
-            chat = client(settings).chat
-        self._owns_conn = conn is None
-        if conn is None:
-            from .db import connect
-
-            conn = connect(settings)
-        self.settings = settings
-        self.model = model or settings.chat_model
+        self.lab = lab
+        self.model = model or lab.chat_model
         self.tools = list(tools)
         self.system = system
-        self.conn = conn
-        self.chat = chat
+        self.chat = chat if chat is not None else lab.models.chat
         self.max_errors = max_errors
         self.recursion_limit = recursion_limit
-        self.checkpointer = checkpointer if checkpointer is not None else open_checkpointer(settings)
+        self._owns_checkpointer = checkpointer is None
+        self.checkpointer = checkpointer if checkpointer is not None else open_checkpointer(lab.settings)
         self.graph = self._build().compile(checkpointer=self.checkpointer)
 
     def _build(self) -> StateGraph:
@@ -202,7 +194,7 @@ class Agent:
         failed, last_error = False, state.get("last_error", "")
         for call in calls:
             name, arguments = call["function"]["name"], call["function"]["arguments"]
-            result = call_tool(name, arguments, conn=self.conn, tools=self.tools)
+            result = call_tool(name, arguments, lab=self.lab, tools=self.tools)
             failed = failed or not result.ok
             last_error = result.error or last_error
             messages.append({"role": "tool", "tool_name": str(name), "content": result.content})
@@ -218,7 +210,7 @@ class Agent:
     def _finalizer(self, state: AgentState) -> dict[str, Any]:
         prompt = "Данные из базы:\n" + "\n".join(state["results"]) + f"\n\nВопрос: {state['question']}"
         messages = [{"role": "system", "content": FINAL_PROMPT}, {"role": "user", "content": prompt}]
-        step = plan(self.chat, self.model, messages, tools=[], num_predict=160)  # no tools: text only
+        step = plan(self.chat, self.model, messages, tools=[], num_predict=ANSWER_TOKENS)  # no tools: text only
         row = _row("finalizer", step.seconds, preview=step.content,
                    prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
         return {"messages": [{"role": "assistant", "content": step.content}], "answer": step.content,
@@ -226,7 +218,8 @@ class Agent:
 
     def _give_up(self, state: AgentState) -> dict[str, Any]:
         if state["errors"]:
-            answer = GIVE_UP_ANSWER.format(errors=state["errors"], last=state.get("last_error", "")[:200].rstrip("."))
+            answer = GIVE_UP_ANSWER.format(errors=state["errors"],
+                                           last=shorten(state.get("last_error", ""), ERROR_CHARS).rstrip("."))
         else:
             answer = SILENT_ANSWER
         row = _row("give_up", 0.0, preview=answer)
@@ -254,7 +247,7 @@ class Agent:
         from ollama import ResponseError
 
         thread_id = thread_id or uuid.uuid4().hex[:12]
-        config = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
         turn: AgentState = {"messages": [{"role": "user", "content": question}], "question": question,
                             "trace": [], "tool_calls": [], "results": [], "errors": 0, "failed": False,
                             "last_error": "",
@@ -262,13 +255,13 @@ class Agent:
         start = time.perf_counter()
         state: dict[str, Any] = dict(turn)
         try:
-            for state in self.graph.stream(turn, config, stream_mode="values"):
-                pass
+            for values in self.graph.stream(turn, config, stream_mode="values"):
+                state = values  # the last values are the end state; a failure keeps the state before it
         except GraphRecursionError:
             state = {**state, "answer": RECURSION_ANSWER.format(limit=self.recursion_limit),
                      "requires_human": True}
         except (ResponseError, ConnectionError, TransportError) as exc:  # no such model, no tools, server gone
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
+            error = shorten(f"{type(exc).__name__}: {exc}", ERROR_CHARS)
             state = {**state, "answer": MODEL_DOWN_ANSWER.format(error=error), "requires_human": True}
         return AgentResult(
             question=question,
@@ -286,9 +279,7 @@ class Agent:
         return list(self.graph.get_state({"configurable": {"thread_id": thread_id}}).values.get("messages", []))
 
     def close(self) -> None:
-        """Close the checkpointer's connection, and the tools' one if the agent opened it."""
+        """Close the checkpointer's connection if the agent opened it (the lab stays open)."""
         saver_conn = getattr(self.checkpointer, "conn", None)
-        if isinstance(saver_conn, psycopg.Connection):
+        if self._owns_checkpointer and isinstance(saver_conn, psycopg.Connection):
             saver_conn.close()
-        if self._owns_conn:
-            self.conn.close()

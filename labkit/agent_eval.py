@@ -16,7 +16,7 @@ import pandas as pd
 
 from .corpus import DATA_DIR, DataError, read_records
 from .planner import SYSTEM_PROMPT, plan
-from .settings import Settings
+from .text import ERROR_CHARS, shorten
 from .tools import ALL_TOOLS
 
 __all__ = ["AGENT_QUESTIONS_PATH", "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions"]
@@ -70,23 +70,19 @@ def choice_is_correct(expected: AgentQuestion, tool: str | None, arguments: dict
 
 
 def evaluate_tool_choice(
+    chat: Callable[..., Any],
     questions: Sequence[AgentQuestion],
     model: str,
     tools: Sequence[Callable[..., Any]] = ALL_TOOLS,
     *,
-    settings: Settings | None = None,
     system: str = SYSTEM_PROMPT,
-    chat: Callable[..., Any] | None = None,
 ) -> pd.DataFrame:
-    """One planner call per question; a row per question with the choice, correctness and timing.
+    """One planner call per question through `chat` (e.g. ``lab.models.chat``); a row per question.
 
-    Taught in 06_agent. A model that fails (e.g. does not support tools) gives rows with
-    ``error`` filled and ``correct=False`` instead of an exception.
+    Taught in 06_agent. Each row holds the choice, its correctness and timing. A model that
+    fails (e.g. does not support tools) gives rows with ``error`` filled and ``correct=False``
+    instead of an exception.
     """
-    if chat is None:
-        from .embedding import client
-
-        chat = client(settings).chat
     rows = []
     for q in questions:
         row: dict[str, Any] = {"model": model, "question": q.question, "expected": q.tool or "—"}
@@ -95,7 +91,7 @@ def evaluate_tool_choice(
                                       {"role": "user", "content": q.question}], tools)
         except Exception as exc:  # noqa: BLE001 (any model failure becomes a row)
             row.update(tool="ошибка", arguments={}, tool_ok=False, args_ok=False, correct=False,
-                       error=f"{type(exc).__name__}: {str(exc)[:160]}", seconds=None,
+                       error=shorten(f"{type(exc).__name__}: {exc}", ERROR_CHARS), seconds=None,
                        prompt_tokens=None, eval_tokens=None)
             rows.append(row)
             continue

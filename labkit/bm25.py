@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import sql
 
-from .lexical import query_words
+from .lexical import TS_CONFIG, query_words
 from .ranking import Hit, from_scores
+
+if TYPE_CHECKING:
+    from .context import Lab
 
 __all__ = [
     "BM25_SQL",
@@ -46,7 +51,7 @@ DEFAULT_B = 0.75
 # One statement: query lexemes, postings, document lengths, corpus statistics, scores.
 BM25_SQL = """
 WITH query_terms AS (
-    SELECT DISTINCT lexeme FROM unnest(to_tsvector('russian', %(words)s))
+    SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(words)s))
 ),
 postings AS (
     SELECT n.id, t.lexeme, cardinality(t.positions)::float8 AS tf
@@ -76,33 +81,34 @@ JOIN doc_len AS l ON l.id = p.id
 CROSS JOIN corpus AS c
 GROUP BY p.id
 ORDER BY score DESC, p.id
-LIMIT %(k)s
+LIMIT %(limit)s
 """
+_BM25 = sql.SQL(BM25_SQL).format(config=sql.Literal(TS_CONFIG))
+_LEXEMES = sql.SQL("SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(words)s)) ORDER BY lexeme").format(
+    config=sql.Literal(TS_CONFIG)
+)
 
 
-def _check_parameters(k: int, k1: float, b: float) -> None:
+def _check_parameters(top_k: int, k1: float, b: float) -> None:
     """Raise ValueError with a clear message on out-of-range BM25 parameters."""
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
     if not k1 >= 0:
         raise ValueError(f"k1 must be >= 0, got {k1}")
     if not 0 <= b <= 1:
         raise ValueError(f"b must lie in [0, 1], got {b}")
 
 
-def query_lexemes(conn: psycopg.Connection, query: str) -> list[str]:
-    """The distinct russian lexemes of a query, as BM25 sees them. Taught in 10_bm25."""
+def query_lexemes(conn: psycopg.Connection[Any], query: str) -> list[str]:
+    """The distinct lexemes of a query (TS_CONFIG stemming), as BM25 sees them. Taught in 10_bm25."""
     words = " ".join(query_words(query))
     if not words:
         return []
-    rows = conn.execute(
-        "SELECT DISTINCT lexeme FROM unnest(to_tsvector('russian', %(words)s)) ORDER BY lexeme",
-        {"words": words},
-    ).fetchall()
+    rows = conn.execute(_LEXEMES, {"words": words}).fetchall()
     return [row[0] for row in rows]
 
 
-def fetch_postings(conn: psycopg.Connection) -> dict[int, dict[str, int]]:
+def fetch_postings(conn: psycopg.Connection[Any]) -> dict[int, dict[str, int]]:
     """Every document's lexemes with their term frequencies, read with unnest(tsv). Taught in 10_bm25."""
     postings: dict[int, dict[str, int]] = {}
     for doc_id, lexeme, tf in conn.execute(
@@ -141,17 +147,17 @@ def bm25_scores(
 
 
 def search_bm25(
-    conn: psycopg.Connection,
+    lab: Lab,
     query: str,
-    k: int = 10,
+    top_k: int = 10,
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
 ) -> list[Hit]:
-    """Top-k documents by BM25 computed in one SQL statement; any string is safe. Taught in 10_bm25."""
-    _check_parameters(k, k1, b)
+    """The top_k documents by BM25 computed in one SQL statement; any string is safe. Taught in 10_bm25."""
+    _check_parameters(top_k, k1, b)
     words = " ".join(query_words(query))
     if not words:
         return []
-    rows = conn.execute(BM25_SQL, {"words": words, "k1": k1, "b": b, "k": k}).fetchall()
+    rows = lab.conn.execute(_BM25, {"words": words, "k1": k1, "b": b, "limit": top_k}).fetchall()
     return [Hit(doc_id, float(score)) for doc_id, score in rows]
 

@@ -17,8 +17,9 @@ import pandas as pd
 from .agent_eval import AgentQuestion, choice_is_correct
 from .corpus import COMPANIES, TONES, LabelledQuery
 from .fusion import rrf
-from .metrics import recall_at_k
+from .metrics import mean_metric
 from .ranking import ids
+from .text import ERROR_CHARS, shorten
 from .tools import search_by_entity, tool_schema
 
 __all__ = ["CheckResult", "check_entity_tool", "check_model_table", "check_weighted_rrf"]
@@ -55,7 +56,8 @@ def _checker(exercise: str) -> Callable[[Callable[..., list[str]]], Callable[...
             try:
                 problems = func(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 (a checker must never end in a traceback)
-                problems = [(f"проверка не смогла выполниться ({type(exc).__name__}: {str(exc)[:200]}); "
+                reason = shorten(f"{type(exc).__name__}: {exc}", ERROR_CHARS)
+                problems = [(f"проверка не смогла выполниться ({reason}); "
                              "проверьте, что ячейки с TODO выполнены без ошибок")]
             result = CheckResult(exercise, problems)
             print(result.message())
@@ -79,7 +81,7 @@ def _mean_recall(queries: Sequence[LabelledQuery], rankings: Mapping[str, Sequen
                  rrf_k: int, w_vector: float, top_k: int) -> float:
     fused = [ids(rrf([list(rankings[q.query][0]), list(rankings[q.query][1])], rrf_k, (w_vector, 1.0)))
              for q in queries]
-    return sum(recall_at_k(f, q.relevant, top_k) for f, q in zip(fused, queries)) / len(queries)
+    return mean_metric("recall", fused, queries, top_k)
 
 
 @_checker("взвешенный RRF и подбор k (07)")
@@ -211,7 +213,7 @@ def _row_ids(rows: Any) -> list[int]:
 
 
 @_checker("инструмент search_by_entity (09)")
-def check_entity_tool(func: Any, result: Any, *, conn: Any) -> list[str]:
+def check_entity_tool(func: Any, result: Any, *, lab: Any) -> list[str]:
     """Check the student's search_by_entity (schema, SQL results, safety) and the agent's choice."""
     problems = [p for p in (_todo("search_by_entity", func), _todo("result", result)) if p]
     if func is None or not callable(func):
@@ -221,7 +223,7 @@ def check_entity_tool(func: Any, result: Any, *, conn: Any) -> list[str]:
     params = tool_schema(func)["function"]["parameters"]
     props = params["properties"]
     if set(props) != {"company", "tone"}:
-        problems.append(f"аргументы инструмента: {', '.join(props) or 'нет'}; нужны company и tone (кроме conn)")
+        problems.append(f"аргументы инструмента: {', '.join(props) or 'нет'}; нужны company и tone (кроме первого, lab)")
     else:
         if props["company"].get("enum") != list(COMPANIES):
             problems.append("у company нет перечня компаний: аннотируйте его как lk.Company | None")
@@ -234,13 +236,14 @@ def check_entity_tool(func: Any, result: Any, *, conn: Any) -> list[str]:
     for case in _ENTITY_CASES:
         shown = ", ".join(f"{k}={v!r}" for k, v in case.items())
         try:
-            got = _row_ids(func(conn, **case))
+            got = _row_ids(func(lab, **case))
         except Exception as exc:  # noqa: BLE001 (the student's code may fail in any way)
-            problems.append(f"search_by_entity(conn, {shown}) упала: {type(exc).__name__}: {str(exc)[:120]}")
+            reason = shorten(f"{type(exc).__name__}: {exc}", ERROR_CHARS)
+            problems.append(f"search_by_entity(lab, {shown}) упала: {reason}")
             break  # one traceback-like line is enough
-        want = _row_ids(search_by_entity(conn, **case))
+        want = _row_ids(search_by_entity(lab, **case))
         if got != want:
-            problems.append(f"search_by_entity(conn, {shown}) вернула id {got}, ожидались {want} "
+            problems.append(f"search_by_entity(lab, {shown}) вернула id {got}, ожидались {want} "
                             "(фильтр в SQL через параметры, ORDER BY id, не больше 5 строк)")
     if result is None:
         return problems

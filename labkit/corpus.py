@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .errors import LabError
+
 __all__ = [
     "DATA_DIR",
     "CORPUS_PATH",
     "QUERIES_PATH",
+    "HELDOUT_PATH",
     "Doc",
     "LabelledQuery",
     "DataError",
@@ -29,9 +32,10 @@ __all__ = [
 DATA_DIR = Path(__file__).resolve().parent / "data"
 CORPUS_PATH = DATA_DIR / "corpus.jsonl"
 QUERIES_PATH = DATA_DIR / "queries.jsonl"
+HELDOUT_PATH = DATA_DIR / "heldout.jsonl"  # written after the corpus, never used for tuning (11_beyond_rrf)
 
 
-class DataError(ValueError):
+class DataError(LabError, ValueError):
     """A data file is missing or has a malformed line (the message names file:line)."""
 
 

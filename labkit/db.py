@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -22,47 +21,60 @@ from psycopg import sql
 
 from .corpus import load_corpus
 from .embedcache import CACHE_DDL, EMBEDDING_STATS, cached_embeddings
+from .errors import LabError
+from .lexical import TS_CONFIG
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .context import Lab
 
 __all__ = [
     "DatabaseUnavailable",
     "LoadReport",
     "connect",
-    "settings_for",
     "ensure_corpus",
     "vector_table",
+    "lab_vector_table",
     "advisory_lock",
+    "LOAD_LOCK",
+    "LATENT_LOCK",
+    "CHECKPOINT_LOCK",
 ]
 
-LOAD_LOCK = 0x6C61626B6974  # 'labkit' in ASCII: the advisory lock key of ensure_corpus
-_SETTINGS: "weakref.WeakKeyDictionary[psycopg.Connection, Settings]" = weakref.WeakKeyDictionary()
-_TABLES: dict[tuple[str, int, str, str], str] = {}  # (host, port, database, model) -> vector table
+# Keys of the session-level advisory locks that serialise work across kernels, all in one place.
+LOAD_LOCK = 0x6C61626B6974  # 'labkit' in ASCII: ensure_corpus
+LATENT_LOCK = 0x1A7E_2715  # (re)encoding the latent terms (labkit.latent)
+CHECKPOINT_LOCK = 0x6C6B6167656E74  # PostgresSaver.setup() of the agent's checkpointer
 
-SCHEMA_DDL = [
-    "CREATE EXTENSION IF NOT EXISTS vector",
-    """
-    CREATE TABLE IF NOT EXISTS news (
-        id      integer PRIMARY KEY,
-        body    text NOT NULL,
-        company text,
-        tone    text NOT NULL,
-        topic   text NOT NULL,
-        tsv     tsvector GENERATED ALWAYS AS (to_tsvector('russian', body)) STORED
-    )
-    """,
-    "CREATE INDEX IF NOT EXISTS news_tsv_gin ON news USING gin (tsv)",
-    """
-    CREATE TABLE IF NOT EXISTS vector_tables (
-        model      text PRIMARY KEY,
-        table_name text NOT NULL UNIQUE,
-        dim        integer NOT NULL
-    )
-    """,
-    CACHE_DDL,
+SCHEMA_DDL: list[sql.SQL | sql.Composed] = [
+    sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),
+    sql.SQL(
+        """
+        CREATE TABLE IF NOT EXISTS news (
+            id      integer PRIMARY KEY,
+            body    text NOT NULL,
+            company text,
+            tone    text NOT NULL,
+            topic   text NOT NULL,
+            tsv     tsvector GENERATED ALWAYS AS (to_tsvector({config}, body)) STORED
+        )
+        """
+    ).format(config=sql.Literal(TS_CONFIG)),
+    sql.SQL("CREATE INDEX IF NOT EXISTS news_tsv_gin ON news USING gin (tsv)"),
+    sql.SQL(
+        """
+        CREATE TABLE IF NOT EXISTS vector_tables (
+            model      text PRIMARY KEY,
+            table_name text NOT NULL UNIQUE,
+            dim        integer NOT NULL
+        )
+        """
+    ),
+    sql.SQL(CACHE_DDL),
 ]
 
 
-class DatabaseUnavailable(RuntimeError):
+class DatabaseUnavailable(LabError):
     """Postgres did not accept a connection (the message says where and what to do)."""
 
 
@@ -84,7 +96,7 @@ def _redacted(url: str) -> str:
 
 
 @contextmanager
-def advisory_lock(conn: psycopg.Connection, key: int = LOAD_LOCK) -> Iterator[None]:
+def advisory_lock(conn: psycopg.Connection[Any], key: int = LOAD_LOCK) -> Iterator[None]:
     """Hold a session-level ``pg_advisory_lock(key)`` for the duration of the block. Taught in 01_corpus."""
     conn.execute("SELECT pg_advisory_lock(%s)", (key,))
     try:
@@ -94,15 +106,8 @@ def advisory_lock(conn: psycopg.Connection, key: int = LOAD_LOCK) -> Iterator[No
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def connect(settings: Settings | None = None) -> psycopg.Connection:
-    """An autocommit connection with pgvector types registered. Taught in 01_corpus.
-
-    With ``settings=None`` the stack is found (or started) by ``labkit.stack.ensure_stack()``.
-    """
-    if settings is None:
-        from .stack import ensure_stack
-
-        settings = ensure_stack()
+def connect(settings: Settings) -> psycopg.Connection[Any]:
+    """An autocommit connection to ``settings.database_url`` with pgvector types registered. Taught in 01_corpus."""
     if not settings.database_url:
         raise DatabaseUnavailable("no database URL in settings: start the stack with `./run.sh up`")
     try:
@@ -117,18 +122,7 @@ def connect(settings: Settings | None = None) -> psycopg.Connection:
         with advisory_lock(conn):
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     register_vector(conn)
-    _SETTINGS[conn] = settings
     return conn
-
-
-def settings_for(conn: psycopg.Connection) -> Settings:
-    """The settings a connection was opened with (``ensure_stack()`` for foreign connections). Taught in 03_vector."""
-    settings = _SETTINGS.get(conn)
-    if settings is None:
-        from .stack import ensure_stack
-
-        settings = ensure_stack()
-    return settings
 
 
 def _slug(model: str) -> str:
@@ -140,7 +134,7 @@ def _slug(model: str) -> str:
     return name
 
 
-def _register_vector_table(conn: psycopg.Connection, model: str, dim: int) -> str:
+def _register_vector_table(conn: psycopg.Connection[Any], model: str, dim: int) -> str:
     """Create (once) the vector table of `model` with an HNSW cosine index; return its name."""
     row = conn.execute("SELECT table_name, dim FROM vector_tables WHERE model = %s", (model,)).fetchone()
     if row is not None and row[1] == dim:
@@ -174,26 +168,25 @@ def _register_vector_table(conn: psycopg.Connection, model: str, dim: int) -> st
             index=sql.Identifier(f"{table}_hnsw"), table=sql.Identifier(table)
         )
     )
-    _TABLES[_table_key(conn, model)] = table
     return table
 
 
-def _table_key(conn: psycopg.Connection, model: str) -> tuple[str, int, str, str]:
-    return (conn.info.host, conn.info.port, conn.info.dbname, model)
-
-
-def vector_table(conn: psycopg.Connection, model: str) -> str:
+def vector_table(conn: psycopg.Connection[Any], model: str) -> str:
     """Name of the vector table holding `model`'s document vectors. Taught in 03_vector."""
-    key = _table_key(conn, model)
-    if key not in _TABLES:
-        row = conn.execute("SELECT table_name FROM vector_tables WHERE model = %s", (model,)).fetchone()
-        if row is None:
-            raise LookupError(f"no vectors for model {model!r} yet: run labkit.ensure_corpus(conn, settings) first")
-        _TABLES[key] = row[0]
-    return _TABLES[key]
+    row = conn.execute("SELECT table_name FROM vector_tables WHERE model = %s", (model,)).fetchone()
+    if row is None:
+        raise LookupError(f"no vectors for model {model!r} yet: run labkit.ensure_corpus(lab) first")
+    return str(row[0])
 
 
-def _never_analyzed(conn: psycopg.Connection, table: str) -> bool:
+def lab_vector_table(lab: Lab) -> str:
+    """The vector table of the lab's embedding model: known after loading, else looked up. Taught in 03_vector."""
+    if lab.corpus is not None and lab.corpus.model == lab.embed_model:
+        return lab.corpus.table
+    return vector_table(lab.conn, lab.embed_model)
+
+
+def _never_analyzed(conn: psycopg.Connection[Any], table: str) -> bool:
     row = conn.execute(
         "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL FROM pg_stat_user_tables WHERE relname = %s",
         (table,),
@@ -201,7 +194,7 @@ def _never_analyzed(conn: psycopg.Connection, table: str) -> bool:
     return row is None or bool(row[0])
 
 
-def _load_documents(conn: psycopg.Connection) -> tuple[list[int], list[str], int]:
+def _load_documents(conn: psycopg.Connection[Any]) -> tuple[list[int], list[str], int]:
     """Upsert the corpus into ``news`` (deleting rows no longer in it); return ids, texts, rows changed."""
     docs = load_corpus()
     with conn.cursor() as cur:
@@ -221,20 +214,21 @@ def _load_documents(conn: psycopg.Connection) -> tuple[list[int], list[str], int
     return ids, [doc.text for doc in docs], changed
 
 
-def ensure_corpus(conn: psycopg.Connection, settings: Settings | None = None) -> LoadReport:
-    """Create the schema and load the corpus and its vectors for the current embedding model. Taught in 01_corpus.
+def ensure_corpus(lab: Lab) -> LoadReport:
+    """Create the schema, load the corpus and its vectors for the lab's embedding model. Taught in 01_corpus.
 
-    Idempotent: a second call changes no rows and makes 0 embedding calls.
+    Idempotent: a second call changes no rows and makes 0 embedding calls. The report
+    is also kept as ``lab.corpus``.
     """
-    settings = settings or settings_for(conn)
+    conn = lab.conn
     with advisory_lock(conn):
         calls_before, texts_before = EMBEDDING_STATS.calls, EMBEDDING_STATS.texts
         for statement in SCHEMA_DDL:
             conn.execute(statement)
         ids, texts, changed_docs = _load_documents(conn)
-        vectors = cached_embeddings(conn, texts, "passage", settings)
+        vectors = cached_embeddings(lab, texts, "passage")
         dim = int(vectors[0].shape[0])
-        table = _register_vector_table(conn, settings.embed_model, dim)
+        table = _register_vector_table(conn, lab.embed_model, dim)
         with conn.cursor() as cur:
             cur.executemany(
                 sql.SQL(
@@ -251,8 +245,8 @@ def ensure_corpus(conn: psycopg.Connection, settings: Settings | None = None) ->
             if changed_docs or changed_vectors or _never_analyzed(conn, name):
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
         calls, texts_embedded = EMBEDDING_STATS.calls - calls_before, EMBEDDING_STATS.texts - texts_before
-    return LoadReport(
-        model=settings.embed_model,
+    lab.corpus = LoadReport(
+        model=lab.embed_model,
         table=table,
         dim=dim,
         documents=len(ids),
@@ -261,3 +255,4 @@ def ensure_corpus(conn: psycopg.Connection, settings: Settings | None = None) ->
         embedding_calls=calls,
         embedded_texts=texts_embedded,
     )
+    return lab.corpus

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import psycopg
 
-from .settings import Settings
+from . import embedding
+
+if TYPE_CHECKING:
+    from .context import Lab
 
 __all__ = ["CACHE_DDL", "as_array", "EmbeddingStats", "EMBEDDING_STATS", "cached_embeddings", "cached_query_embedding"]
 
@@ -52,9 +53,6 @@ class EmbeddingStats:
 
 
 EMBEDDING_STATS = EmbeddingStats()
-MEMORY_SIZE = 4096  # query embeddings also kept in process memory: a repeated query needs no round trip
-_memory: "OrderedDict[tuple[str, str, bytes], np.ndarray]" = OrderedDict()
-_memory_lock = threading.Lock()
 
 
 def as_array(vector: object) -> np.ndarray:
@@ -72,14 +70,12 @@ def _printable(text: str) -> str:
     return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
-def cached_embeddings(
-    conn: psycopg.Connection, texts: Sequence[str], kind: Kind, settings: Settings
-) -> list[np.ndarray]:
+def cached_embeddings(lab: Lab, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
     """Embeddings of `texts` from the cache table, asking the model only for the missing ones. Taught in 03_vector.
 
     Needs the ``embedding_cache`` table (created by ``ensure_corpus``).
     """
-    model = settings.embed_model
+    conn, model = lab.conn, lab.embed_model
     hashes = [_hash(text) for text in texts]
     found: dict[bytes, np.ndarray] = {}
     if hashes:
@@ -93,16 +89,14 @@ def cached_embeddings(
         found = {bytes(key): as_array(vec) for key, vec in rows}
     missing = list(dict.fromkeys(text for text, key in zip(texts, hashes) if key not in found))
     if missing:
-        from . import embedding  # the model client is imported only when something must be embedded
-
         if kind == "passage":
-            vectors = embedding.embed_documents(missing, settings)
+            vectors = embedding.embed_documents(lab.models, model, missing)
             for start in range(0, len(missing), embedding.BATCH_SIZE):  # one request per batch
                 EMBEDDING_STATS.add(len(missing[start : start + embedding.BATCH_SIZE]))
         else:
             vectors = []
             for text in missing:
-                vectors.append(embedding.embed_query(text, settings))
+                vectors.append(embedding.embed_query(lab.models, model, text))
                 EMBEDDING_STATS.add(1)
         with conn.cursor() as cur:
             cur.executemany(
@@ -121,16 +115,11 @@ def cached_embeddings(
     return [found[key] for key in hashes]
 
 
-def cached_query_embedding(conn: psycopg.Connection, query: str, settings: Settings) -> np.ndarray:
-    """The embedding of one search query, cached in memory and like passages (kind ``query``). Taught in 03_vector."""
-    key = (settings.embed_model, "query", _hash(query))
-    with _memory_lock:
-        if key in _memory:
-            _memory.move_to_end(key)
-            return _memory[key]
-    vector = cached_embeddings(conn, [query], "query", settings)[0]
-    with _memory_lock:
-        _memory[key] = vector
-        while len(_memory) > MEMORY_SIZE:
-            _memory.popitem(last=False)
+def cached_query_embedding(lab: Lab, query: str) -> np.ndarray:
+    """The embedding of one search query: from the lab's memory, else cached like passages. Taught in 03_vector."""
+    key = (lab.embed_model, _hash(query))
+    vector = lab.query_vectors.get(key)
+    if vector is None:
+        vector = cached_embeddings(lab, [query], "query")[0]
+    lab.remember_query_vector(key, vector)
     return vector

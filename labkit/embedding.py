@@ -8,12 +8,12 @@ before a query and the raw document text. Other families get the text unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import ollama
+if TYPE_CHECKING:
+    import ollama
 
-from .settings import Settings, get_settings
-
-__all__ = ["client", "embed_query", "embed_documents", "query_text", "document_text", "QWEN3_TASK", "BATCH_SIZE"]
+__all__ = ["embed_query", "embed_documents", "query_text", "document_text", "QWEN3_TASK", "BATCH_SIZE"]
 
 QWEN3_TASK = "Given a news search query, retrieve news articles that answer it"
 BATCH_SIZE = 32  # texts per /api/embed request
@@ -43,34 +43,16 @@ def document_text(text: str, model: str) -> str:
     return f"passage: {text}" if _family(model) == "e5" else text
 
 
-def _settings(settings: Settings | None) -> Settings:
-    if settings is not None:
-        return settings
-    try:
-        from .stack import ensure_stack
-    except ImportError:  # stack module absent: plain environment settings
-        return get_settings()
-    return ensure_stack()
-
-
-def client(settings: Settings | None = None) -> ollama.Client:
-    """The official Ollama client pointed at the lab's model server (taught in 03_vector)."""
-    return ollama.Client(host=_settings(settings).ollama_host)
-
-
-def embed_query(text: str, settings: Settings | None = None) -> list[float]:
-    """One query vector from the configured embedding model (taught in 03_vector)."""
-    settings = _settings(settings)
-    response = client(settings).embed(model=settings.embed_model, input=[query_text(text, settings.embed_model)])
+def embed_query(models: ollama.Client, model: str, text: str) -> list[float]:
+    """One query vector from `model` on the model server `models` (taught in 03_vector)."""
+    response = models.embed(model=model, input=[query_text(text, model)])
     return list(response.embeddings[0])
 
 
-def embed_documents(texts: Sequence[str], settings: Settings | None = None) -> list[list[float]]:
+def embed_documents(models: ollama.Client, model: str, texts: Sequence[str]) -> list[list[float]]:
     """Document vectors, BATCH_SIZE texts per request, in input order (taught in 03_vector)."""
-    settings = _settings(settings)
-    api = client(settings)
     vectors: list[list[float]] = []
     for start in range(0, len(texts), BATCH_SIZE):
-        batch = [document_text(t, settings.embed_model) for t in texts[start:start + BATCH_SIZE]]
-        vectors.extend(list(v) for v in api.embed(model=settings.embed_model, input=batch).embeddings)
+        batch = [document_text(t, model) for t in texts[start:start + BATCH_SIZE]]
+        vectors.extend(list(v) for v in models.embed(model=model, input=batch).embeddings)
     return vectors

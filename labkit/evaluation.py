@@ -1,45 +1,52 @@
-"""Evaluate search modes on labelled queries; the ``eval`` CLI (taught in 05_evaluation).
+"""Evaluate, tune and time search modes on labelled queries (taught in 05_evaluation and 11_beyond_rrf).
 
 Each mode returns its top ``depth`` (default 10) documents per query; Recall@k and
-nDCG@k look at the first k of them, MRR at all of them (so it is MRR@depth).
+nDCG@k look at the first ``top_k`` of them, MRR at all of them (so it is MRR@depth).
 
-    ./run.sh eval [--queries FILE.jsonl] [--k 3] [--json] [--modes vector,hybrid]
+Honesty rules for tuning, as code: ``tune_fusion`` scores every configuration of a
+grid on ONE split of labelled queries (the 12 seed queries, ``queries.jsonl``) and
+picks the best by mean Recall@k, then MRR, then the smallest departure from the plain
+defaults. The pick is frozen as ``labkit.fusion.DEFAULT_FUSION``; the held-out set
+(``heldout.jsonl``) only measures it. ``time_modes`` puts the milliseconds a mode
+costs per query next to its gain.
 """
 
 from __future__ import annotations
 
-import argparse
+import itertools
 import json
 import statistics
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import httpx
-import ollama
 import pandas as pd
-import psycopg
 
-from .corpus import DataError, LabelledQuery, load_queries
-from .fusion import search_hybrid, search_hybrid_sql
-from .metrics import ndcg_at_k, recall_at_k, reciprocal_rank
-from .modes import SEARCH_MODES, SearchMode
+from .corpus import LabelledQuery
+from .fusion import BRANCHES, CANDIDATES, RRF_K, FusionConfig, SearchMode, fuse, search_hybrid, search_hybrid_sql
+from .metrics import METRICS, Metric, mean_metric, metric_value
+from .modes import SEARCH_MODES
 from .ranking import ids
+
+if TYPE_CHECKING:
+    from .context import Lab
 
 __all__ = [
     "DEPTH",
-    "METRICS",
     "QueryResult",
     "EvalReport",
     "evaluate",
     "LatencyReport",
     "compare_hybrid_latency",
-    "main",
+    "time_modes",
+    "branch_rankings",
+    "TuningResult",
+    "default_grid",
+    "tune_fusion",
 ]
 
 DEPTH = 10
-METRICS = ("recall", "mrr", "ndcg")
 
 
 @dataclass(frozen=True)
@@ -49,33 +56,37 @@ class QueryResult:
     query: str
     relevant: tuple[int, ...]
     rankings: dict[str, list[int]]
-    scores: dict[str, dict[str, float]]  # mode -> metric -> value
+    scores: dict[str, dict[Metric, float]]  # mode -> metric -> value
 
 
 @dataclass(frozen=True)
 class EvalReport:
     """Mean metrics per mode and the per-query details."""
 
-    k: int
+    top_k: int
     modes: tuple[str, ...]
     queries: tuple[QueryResult, ...]
 
     @property
     def means(self) -> dict[str, dict[str, float]]:
         """mode -> metric -> mean over the queries."""
+        labelled = [LabelledQuery(q.query, frozenset(q.relevant)) for q in self.queries]
         return {
-            mode: {metric: statistics.fmean(q.scores[mode][metric] for q in self.queries) for metric in METRICS}
+            mode: {
+                metric: mean_metric(metric, [q.rankings[mode] for q in self.queries], labelled, self.top_k)
+                for metric in METRICS
+            }
             for mode in self.modes
         }
 
     def to_frame(self) -> pd.DataFrame:
         """Means as a table: one row per mode, columns recall@k, mrr, ndcg@k."""
         frame = pd.DataFrame.from_dict(self.means, orient="index")[list(METRICS)]
-        frame.columns = [f"recall@{self.k}", "mrr", f"ndcg@{self.k}"]
+        frame.columns = [f"recall@{self.top_k}", "mrr", f"ndcg@{self.top_k}"]
         frame.index.name = "mode"
         return frame
 
-    def per_query_frame(self, metric: str = "recall") -> pd.DataFrame:
+    def per_query_frame(self, metric: Metric = "recall") -> pd.DataFrame:
         """One row per query: the relevant ids, `metric` per mode and each mode's top k ids."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
@@ -83,14 +94,14 @@ class EvalReport:
         for q in self.queries:
             row: dict[str, object] = {"query": q.query, "relevant": list(q.relevant)}
             row.update({mode: q.scores[mode][metric] for mode in self.modes})
-            row.update({f"{mode} top{self.k}": q.rankings[mode][: self.k] for mode in self.modes})
+            row.update({f"{mode} top{self.top_k}": q.rankings[mode][: self.top_k] for mode in self.modes})
             rows.append(row)
         return pd.DataFrame(rows).set_index("query")
 
-    def to_dict(self) -> dict:
-        """The report as plain data: {"k", "modes": {mode: means}, "queries": [...]}."""
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain data: {"k", "modes": {mode: means}, "queries": [...]} (``k`` is top_k)."""
         return {
-            "k": self.k,
+            "k": self.top_k,
             "modes": self.means,
             "queries": [
                 {"query": q.query, "relevant": list(q.relevant), **{mode: q.rankings[mode] for mode in self.modes}}
@@ -104,30 +115,28 @@ class EvalReport:
 
 
 def evaluate(
-    conn: psycopg.Connection,
+    lab: Lab,
     queries: Sequence[LabelledQuery],
     modes: Mapping[str, SearchMode] | Sequence[str] | None = None,
-    k: int = 3,
+    top_k: int = 3,
     depth: int = DEPTH,
 ) -> EvalReport:
     """Run every mode on every labelled query and score it (Recall@k, MRR, nDCG@k). Taught in 05_evaluation."""
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
     if modes is None:
         modes = SEARCH_MODES
     elif not isinstance(modes, Mapping):
         modes = {name: SEARCH_MODES[name] for name in modes}
     results = []
     for labelled in queries:
-        rankings = {name: ids(search(conn, labelled.query, max(k, depth))) for name, search in modes.items()}
+        rankings = {name: ids(search(lab, labelled.query, max(top_k, depth))) for name, search in modes.items()}
         scores = {
-            name: {
-                "recall": recall_at_k(ranking, labelled.relevant, k),
-                "mrr": reciprocal_rank(ranking, labelled.relevant),
-                "ndcg": ndcg_at_k(ranking, labelled.relevant, k),
-            }
+            name: {metric: metric_value(metric, ranking, labelled.relevant, top_k) for metric in METRICS}
             for name, ranking in rankings.items()
         }
         results.append(QueryResult(labelled.query, tuple(sorted(labelled.relevant)), rankings, scores))
-    return EvalReport(k=k, modes=tuple(modes), queries=tuple(results))
+    return EvalReport(top_k=top_k, modes=tuple(modes), queries=tuple(results))
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,7 @@ class LatencyReport:
 
 
 def compare_hybrid_latency(
-    conn: psycopg.Connection, queries: Sequence[str], repeats: int = 20, k: int = 10
+    lab: Lab, queries: Sequence[str], repeats: int = 20, top_k: int = 10
 ) -> LatencyReport:
     """Median latency of ``search_hybrid`` vs ``search_hybrid_sql`` over queries x repeats. Taught in 04_rrf.
 
@@ -155,15 +164,15 @@ def compare_hybrid_latency(
     if not queries or repeats < 1:
         raise ValueError("need at least one query and one repeat")
     for query in queries:  # warm-up: embeddings into the cache, plans and connections ready
-        search_hybrid(conn, query, k)
-        search_hybrid_sql(conn, query, k)
+        search_hybrid(lab, query, top_k)
+        search_hybrid_sql(lab, query, top_k)
     timings: dict[str, list[float]] = {"python": [], "sql": []}
     variants = [("python", search_hybrid), ("sql", search_hybrid_sql)]
     for repeat in range(repeats):
         for query in queries:
             for name, search in variants if repeat % 2 == 0 else variants[::-1]:
                 start = time.perf_counter()
-                search(conn, query, k)
+                search(lab, query, top_k)
                 timings[name].append((time.perf_counter() - start) * 1000)
     return LatencyReport(
         python_ms=statistics.median(timings["python"]),
@@ -172,52 +181,85 @@ def compare_hybrid_latency(
     )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="labkit eval", description="Recall@k, MRR and nDCG@k of the search modes.")
-    parser.add_argument("--queries", metavar="FILE.jsonl", help="labelled queries (default: the lab's 12 queries)")
-    parser.add_argument("--k", type=int, default=3, help="cut-off for Recall@k and nDCG@k (default 3)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--modes", help=f"comma-separated modes (default: all of {', '.join(SEARCH_MODES)})")
-    return parser
+def time_modes(
+    lab: Lab, queries: Sequence[str], modes: Mapping[str, SearchMode], top_k: int = 3, repeat: int = 1
+) -> dict[str, float]:
+    """Median wall-clock milliseconds per query of each mode (after one warm-up call). Taught in 11_beyond_rrf."""
+    timings: dict[str, float] = {}
+    for name, mode in modes.items():
+        if queries:
+            mode(lab, queries[0], top_k)  # warm-up: model load, caches, plans
+        samples = []
+        for _ in range(repeat):
+            for query in queries:
+                start = time.perf_counter()
+                mode(lab, query, top_k)
+                samples.append((time.perf_counter() - start) * 1000.0)
+        timings[name] = statistics.median(samples) if samples else float("nan")
+    return timings
 
 
-def _print_table(report: EvalReport) -> None:
-    print(f"Mean over {len(report.queries)} queries (k={report.k}):")
-    print(report.to_frame().round(3).to_string())
-    print()
-    print(f"Recall@{report.k} per query:")
-    print(report.per_query_frame()[list(report.modes)].round(2).to_string())
+# --- tuning a fusion --------------------------------------------------------------------------
+
+def branch_rankings(lab: Lab, queries: Sequence[str], depth: int = CANDIDATES) -> dict[str, dict[str, list[int]]]:
+    """Every branch's top-`depth` ids for every query: ``{branch: {query: ids}}``. Taught in 11_beyond_rrf."""
+    return {name: {q: ids(branch(lab, q, depth)) for q in queries} for name, branch in BRANCHES.items()}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``eval`` command: evaluate the modes on labelled queries; 2 on bad arguments or data. Taught in 05_evaluation."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.k < 1:
-        parser.error(f"--k must be at least 1, got {args.k}")
-    modes = list(SEARCH_MODES) if not args.modes else [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in SEARCH_MODES]
-    if unknown or not modes:
-        parser.error(f"unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(SEARCH_MODES)}")
-    try:
-        queries = load_queries(args.queries)
-    except DataError as exc:
-        print(f"labkit eval: {exc}", file=sys.stderr)
-        return 2
-    from .db import connect, ensure_corpus
-    from .stack import ensure_stack
+class TuningResult(NamedTuple):
+    """Mean metrics of one configuration on the tuning split."""
 
-    try:
-        settings = ensure_stack()
-        with connect(settings) as conn:
-            ensure_corpus(conn, settings)
-            report = evaluate(conn, queries, modes, k=args.k)
-    except (RuntimeError, LookupError, OSError, psycopg.Error, httpx.HTTPError, ollama.ResponseError) as exc:
-        # the stack or a service failed (StackError, DatabaseUnavailable, model server errors): say what
-        print(f"labkit eval: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(report.to_json())
-    else:
-        _print_table(report)
-    return 0
+    config: FusionConfig
+    recall: float
+    mrr: float
+
+
+def default_grid() -> list[FusionConfig]:
+    """The searched configurations: 2 lexical branches x 4 RRF constants x 63 weight triples. Taught in 11_beyond_rrf.
+
+    The triples weight (vector, lexical branch, latent); a weight of 0 leaves its branch out,
+    so a triple without the lexical branch appears once, not once per lexical branch (444 in all).
+    """
+    levels = (0.0, 0.5, 1.0, 2.0)
+    triples = [w for w in itertools.product(levels, repeat=3) if any(w)]
+    grid = (
+        FusionConfig.of({name: w for name, w in zip(("vector", lexical, "latent"), triple) if w > 0}, rrf_k)
+        for lexical in ("lexical", "bm25")
+        for rrf_k in (5, 10, 30, 60)
+        for triple in triples
+    )
+    return list(dict.fromkeys(grid))
+
+
+def _departure(config: FusionConfig) -> tuple[int, int, bool]:
+    """How far a configuration is from vector + ts_rank_cd + latent at weight 1, rrf_k 60 (for tie-breaking)."""
+    weights = config.weights
+    return (
+        sum(weights.get(name, 0.0) != 1.0 for name in ("vector", "latent"))
+        + (max(weights.get("lexical", 0.0), weights.get("bm25", 0.0)) != 1.0),
+        abs(config.rrf_k - RRF_K),
+        "bm25" in weights,
+    )
+
+
+def tune_fusion(
+    rankings: Mapping[str, Mapping[str, Sequence[int]]],
+    queries: Sequence[LabelledQuery],
+    grid: Sequence[FusionConfig] | None = None,
+    top_k: int = 3,
+) -> list[TuningResult]:
+    """Score each configuration on `queries`; best first (Recall@k, MRR, closeness to defaults). Taught in 11_beyond_rrf.
+
+    `rankings` is ``branch_rankings(...)`` of at least these queries.
+    """
+    if not queries:
+        raise ValueError("tune_fusion needs at least one labelled query")
+    results = []
+    for config in grid if grid is not None else default_grid():
+        fused = [
+            ids(fuse({name: rankings[name][q.query] for name, _ in config.branches}, config)) for q in queries
+        ]
+        results.append(
+            TuningResult(config, mean_metric("recall", fused, queries, top_k), mean_metric("mrr", fused, queries, top_k))
+        )
+    return sorted(results, key=lambda r: (-r.recall, -r.mrr, _departure(r.config)))

@@ -22,21 +22,24 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from pgvector import SparseVector
 from psycopg import sql
 
+from .db import LATENT_LOCK
 from .lexical import query_words
 from .ranking import Hit
 from .vector import embeddable
 
-__all__ = ["LATENT_TABLE", "LATENT_TOP_K", "latent_model", "encode_latent", "ensure_latent_terms", "search_latent"]
+if TYPE_CHECKING:
+    from .context import Lab
+
+__all__ = ["LATENT_TABLE", "LATENT_TERMS", "latent_model", "encode_latent", "ensure_latent_terms", "search_latent"]
 
 LATENT_TABLE = "news_latent"
-LATENT_TOP_K = 256  # at most this many non-zero latent terms per text
-_LOCK_KEY = 0x1A7E_2715  # advisory lock serialising (re)encoding across processes
+LATENT_TERMS = 256  # at most this many non-zero latent terms per text
 
 _model_lock = threading.Lock()
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")  # the C engine takes NUL-terminated UTF-8
@@ -59,12 +62,12 @@ def encode_latent(text: str) -> SparseVector:
     model = latent_model()
     clean = _CONTROL.sub(" ", embeddable(text))
     with _model_lock:  # the C engine keeps per-model scratch buffers
-        indices, values = model.sparse(clean, top_k=LATENT_TOP_K, fmt="indices")
+        indices, values = model.sparse(clean, top_k=LATENT_TERMS, fmt="indices")
     weights = {int(i): float(v) for i, v in zip(indices, values) if v > 0}
     return SparseVector(weights, model.sparse_dim)
 
 
-def ensure_latent_terms(conn: psycopg.Connection) -> int:
+def ensure_latent_terms(conn: psycopg.Connection[Any]) -> int:
     """Bring ``news_latent`` in line with ``news``; return how many documents were (re)encoded. Taught in 11_beyond_rrf."""
     table = sql.Identifier(LATENT_TABLE)
     stale = sql.SQL(
@@ -74,12 +77,13 @@ def ensure_latent_terms(conn: psycopg.Connection) -> int:
     orphans = sql.SQL("SELECT 1 FROM {t} AS l WHERE NOT EXISTS (SELECT 1 FROM news AS n WHERE n.id = l.id)").format(
         t=table
     )
-    if conn.execute("SELECT to_regclass(%s)", (LATENT_TABLE,)).fetchone()[0] is not None:
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (LATENT_TABLE,)).fetchone()
+    if exists and exists[0]:
         if not conn.execute(stale).fetchone() and not conn.execute(orphans).fetchone():
             return 0  # the usual case: one cheap check per search
     dim = latent_model().sparse_dim
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LATENT_LOCK,))
         conn.execute(
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {t} (id int PRIMARY KEY, body_md5 text NOT NULL, terms sparsevec({d}) NOT NULL)"
@@ -100,16 +104,16 @@ def ensure_latent_terms(conn: psycopg.Connection) -> int:
     return len(rows)
 
 
-def search_latent(conn: psycopg.Connection, query: str, k: int = 10) -> list[Hit]:
-    """Top-k documents by inner product of latent terms; a query without words gives []. Taught in 11_beyond_rrf."""
-    if k < 1 or not query_words(query):
+def search_latent(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
+    """The top_k documents by inner product of latent terms; a query without words gives []. Taught in 11_beyond_rrf."""
+    if top_k < 1 or not query_words(query):
         return []
-    ensure_latent_terms(conn)
-    rows = conn.execute(
+    ensure_latent_terms(lab.conn)
+    rows = lab.conn.execute(
         sql.SQL(
             "SELECT id, -(terms <#> %(q)s)::float8 AS score FROM {t} "
-            "WHERE (terms <#> %(q)s) < 0 ORDER BY terms <#> %(q)s, id LIMIT %(k)s"
+            "WHERE (terms <#> %(q)s) < 0 ORDER BY terms <#> %(q)s, id LIMIT %(limit)s"
         ).format(t=sql.Identifier(LATENT_TABLE)),
-        {"q": encode_latent(query), "k": k},
+        {"q": encode_latent(query), "limit": top_k},
     ).fetchall()
     return [Hit(doc_id, score) for doc_id, score in rows]

@@ -15,12 +15,14 @@ hits. Neither it nor ``ts_rank`` is BM25: they use no corpus statistics (no IDF)
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import psycopg
 from psycopg import sql
 
 from .ranking import Hit
+
+if TYPE_CHECKING:
+    from .context import Lab
 
 __all__ = ["TS_CONFIG", "MAX_WORDS", "MAX_WORD_LENGTH", "query_words", "lexical_sql", "search_lexical"]
 
@@ -69,19 +71,19 @@ def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd") -> sql.Compos
 
 
 def search_lexical(
-    conn: psycopg.Connection,
+    lab: Lab,
     query: str,
-    k: int = 10,
+    top_k: int = 10,
     match: Match = "any",
     rank: Ranker = "ts_rank_cd",
 ) -> list[Hit]:
-    """Top-k documents by full-text rank; query words joined by OR (``match="all"``: AND). Taught in 02_lexical.
+    """The top_k documents by full-text rank; words joined by OR (``match="all"``: AND). Taught in 02_lexical.
 
     Never raises on the query text: a query without usable words returns [].
     """
     words = query_words(query)
-    if not words or k < 1:
+    if not words or top_k < 1:
         return []
-    with conn.cursor() as cur:
-        cur.execute(lexical_sql(match, rank), {"words": words, "limit": k})
+    with lab.conn.cursor() as cur:
+        cur.execute(lexical_sql(match, rank), {"words": words, "limit": top_k})
         return [Hit(doc_id, score) for doc_id, score in cur.fetchall()]

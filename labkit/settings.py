@@ -61,7 +61,7 @@ class Settings:
     home: Path
     db_name: str = "lab"
 
-    def with_services(self, database_url: str, ollama_host: str) -> "Settings":
+    def with_services(self, database_url: str, ollama_host: str) -> Settings:
         """Return a copy pointing at concrete service addresses."""
         return replace(self, database_url=database_url, ollama_host=ollama_host)
 

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import modelembedded, pgembedded
+from .errors import LabError
 from .settings import EMBEDDED_MODEL_PORT, EMBEDDED_PG_PORT, Settings, get_settings
 
 __all__ = ["StackError", "ServiceStatus", "StackStatus", "ensure_stack", "up", "down", "status"]
@@ -31,7 +32,7 @@ def _up_hint(settings: Settings) -> str:
     return "./run.sh --compose up" if settings.stack == "compose" else "./run.sh up"
 
 
-class StackError(RuntimeError):
+class StackError(LabError):
     """A lab service is down or cannot be started; the message says what to do."""
 
 
@@ -138,6 +139,7 @@ def _model_status(settings: Settings, state: dict) -> ServiceStatus:
     if proc is None:
         gone = f"pid {entry['pid']} gone" if entry and entry.get("pid") else "not running"
         return ServiceStatus("model server", (entry or {}).get("url"), True, None, False, gone)
+    assert entry is not None  # a live process was found from it
     ok = modelembedded.answers(entry["url"])
     return ServiceStatus("model server", entry["url"], True, proc.pid, ok, "" if ok else "running but does not answer")
 
@@ -159,7 +161,7 @@ def _wait_until(check: Callable[[], bool], seconds: float) -> bool:
     return True
 
 
-def _pick_port(preferred: list[int], what: str) -> int:
+def _pick_port(preferred: list[int | None], what: str) -> int:
     """First free port of `preferred`, else any free one (and say so)."""
     for port in dict.fromkeys(p for p in preferred if p):
         if pgembedded.port_is_free(port):
@@ -177,8 +179,9 @@ def _usable_url(svc: ServiceStatus, variable: str, settings: Settings) -> str | 
         # Alive but silent is usually busy (a long generation, all connections taken): give it time
         # before `up` restarts it, so one slow notebook never gets its server killed by another.
         checks = {"postgres": pgembedded.answers, "model server": modelembedded.answers}
-        if svc.pid and svc.url and _wait_until(lambda: checks[svc.name](svc.url), BUSY_GRACE):
-            return svc.url
+        url = svc.url
+        if svc.pid and url and _wait_until(lambda: checks[svc.name](url), BUSY_GRACE):
+            return url
         return None
     how = f"`{_up_hint(settings)}`" if settings.stack == "compose" else f"that server, or unset {variable}"
     raise StackError(f"{svc.name} at {variable}={svc.url} does not answer. Start {how}.")
@@ -188,9 +191,9 @@ def _up_db(settings: Settings, state: dict) -> str:
     svc = _db_status(settings, state)
     url = _usable_url(svc, "DATABASE_URL", settings)
     if url:
-        if svc.embedded and state.get("postgres", {}).get("pid") != svc.pid:  # started outside `up`
-            state["postgres"] = {"pid": svc.pid, "port": pgembedded.running(settings.home).port, "url": url,
-                                 "started_at": _now()}
+        instance = pgembedded.running(settings.home)
+        if svc.embedded and instance and state.get("postgres", {}).get("pid") != svc.pid:  # started outside `up`
+            state["postgres"] = {"pid": svc.pid, "port": instance.port, "url": url, "started_at": _now()}
         return url
     _say("starting embedded Postgres ...")
     port = _pick_port([state.get("postgres", {}).get("port"), EMBEDDED_PG_PORT], "embedded Postgres")
@@ -247,7 +250,7 @@ def ensure_stack(start: bool = True) -> Settings:
     """Settings with concrete service addresses, starting the stack when needed. Taught in 01_corpus."""
     settings = get_settings()
     current = _probe(settings)
-    if current.ok:
+    if current.ok and current.db.url and current.model.url:
         return settings.with_services(current.db.url, current.model.url)
     if not start:
         down_parts = "; ".join(f"{s.name} is down ({s.detail})" for s in (current.db, current.model) if not s.up)

@@ -1,10 +1,11 @@
 """The agent's tools: typed functions, the JSON schema the model sees, safe calls (taught in 06_agent).
 
-A tool is a plain function ``tool(conn, **arguments)``. Its signature and its
-docstring are the single source of truth: ``tool_schema`` turns them into the
-JSON schema sent to the model (``Literal`` types become enums, ``X | None``
-arguments are optional) and ``call_tool`` checks model-supplied arguments
-against the same signature before any SQL runs.
+A tool is a plain function ``tool(lab, **arguments)``: its first parameter receives
+the lab context and is not shown to the model. Its signature and its docstring are
+the single source of truth: ``tool_schema`` turns them into the JSON schema sent to
+the model (``Literal`` types become enums, ``X | None`` arguments are optional) and
+``call_tool`` checks model-supplied arguments against the same signature before
+any SQL runs.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import psycopg
-
+from .context import Lab  # at run time: tool_schema resolves the tools' type hints
 from .corpus import COMPANIES, TONES, TOPICS
 from .fusion import search_hybrid
+from .text import ERROR_CHARS, VALUE_CHARS, shorten
 
 __all__ = [
     "ALL_TOOLS",
@@ -49,7 +50,7 @@ TOP_K = 3  # search_articles returns this many documents
 ENTITY_LIMIT = 5  # search_by_entity returns at most this many documents
 
 
-def search_articles(conn: psycopg.Connection, query: str) -> list[dict[str, Any]]:
+def search_articles(lab: Lab, query: str) -> list[dict[str, Any]]:
     """Hybrid search (meaning + words) over the news; use it for questions about what the news say.
 
     Taught in 06_agent.
@@ -57,16 +58,16 @@ def search_articles(conn: psycopg.Connection, query: str) -> list[dict[str, Any]
     Args:
         query: search query in Russian, a few key words from the question
     """
-    hits = search_hybrid(conn, query, k=TOP_K)
+    hits = search_hybrid(lab, query, top_k=TOP_K)
     if not hits:
         return []
-    with conn.cursor() as cur:
+    with lab.conn.cursor() as cur:
         cur.execute("SELECT id, body FROM news WHERE id = ANY(%(ids)s)", {"ids": [h.doc_id for h in hits]})
         text = dict(cur.fetchall())
     return [{"id": h.doc_id, "text": text[h.doc_id]} for h in hits if h.doc_id in text]
 
 
-def get_metrics(conn: psycopg.Connection, topic: Topic) -> dict[str, Any]:
+def get_metrics(lab: Lab, topic: Topic) -> dict[str, Any]:
     """Count the news on one topic; use it for questions like 'how many news about ...'.
 
     Taught in 06_agent.
@@ -74,15 +75,12 @@ def get_metrics(conn: psycopg.Connection, topic: Topic) -> dict[str, Any]:
     Args:
         topic: topic of the news
     """
-    with conn.cursor() as cur:
-        cur.execute("SELECT count(*) FROM news WHERE topic = %(topic)s", {"topic": topic})
-        (count,) = cur.fetchone()
+    row = lab.conn.execute("SELECT count(*) FROM news WHERE topic = %(topic)s", {"topic": topic}).fetchone()
+    count = row[0] if row else 0
     return {"topic": topic, "count": count}
 
 
-def search_by_entity(
-    conn: psycopg.Connection, company: Company | None = None, tone: Tone | None = None
-) -> list[dict[str, Any]]:
+def search_by_entity(lab: Lab, company: Company | None = None, tone: Tone | None = None) -> list[dict[str, Any]]:
     """Find news about a company and/or with a given tone (positive, negative, neutral).
 
     Taught in 09_task_entity_tool. Returns at most five documents, ordered by id.
@@ -91,7 +89,7 @@ def search_by_entity(
         company: company or organisation the news are about
         tone: tone of the news
     """
-    with conn.cursor() as cur:
+    with lab.conn.cursor() as cur:
         cur.execute(
             """
             SELECT id, body, company, tone
@@ -121,13 +119,11 @@ class _Param:
 
 
 def _params(func: Callable[..., Any]) -> list[_Param]:
-    """Read the model-visible arguments (all but ``conn``) from a tool's signature and docstring."""
+    """Read the model-visible arguments (all but the first, the lab) from a tool's signature and docstring."""
     hints = typing.get_type_hints(func)
     docs = _arg_docs(inspect.getdoc(func) or "")
     params = []
-    for name, param in inspect.signature(func).parameters.items():
-        if name == "conn":
-            continue
+    for name, param in list(inspect.signature(func).parameters.items())[1:]:
         hint = hints.get(name, str)
         args = typing.get_args(hint)
         optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args
@@ -196,7 +192,8 @@ class ToolResult:
 def _describe(value: Any) -> str:
     """Name the JSON type of a model-supplied value in Russian."""
     kinds = {bool: "логическое значение", int: "число", float: "число", list: "список", dict: "объект"}
-    return kinds.get(type(value), type(value).__name__) + f" {json.dumps(value, ensure_ascii=False)[:40]}"
+    shown = shorten(json.dumps(value, ensure_ascii=False), VALUE_CHARS)
+    return f"{kinds.get(type(value), type(value).__name__)} {shown}"
 
 
 def _validate(func: Callable[..., Any], arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -225,7 +222,7 @@ def _validate(func: Callable[..., Any], arguments: Mapping[str, Any]) -> tuple[d
             match = next((v for v in p.enum if v.casefold() == value.casefold()), None)
             if match is None:
                 values = ", ".join(p.enum)
-                return {}, f"Значение «{value[:40]}» не подходит для «{p.name}». Допустимые значения: {values}."
+                return {}, f"Значение «{shorten(value, VALUE_CHARS)}» не подходит для «{p.name}». Допустимые значения: {values}."
             value = match
         clean[p.name] = value
     return clean, None
@@ -252,12 +249,12 @@ def call_tool(
     name: Any,
     arguments: Any,
     *,
-    conn: psycopg.Connection | None = None,
+    lab: Lab,
     tools: Sequence[Callable[..., Any]] = ALL_TOOLS,
 ) -> ToolResult:
-    """Validate model-supplied arguments and run the tool; errors come back as text, never raised.
+    """Validate model-supplied arguments and run the tool on `lab`; errors come back as text, never raised.
 
-    Taught in 06_agent. ``conn`` defaults to a connection of the running stack.
+    Taught in 06_agent.
     """
     registry = {func.__name__: func for func in tools}
     start = time.perf_counter()
@@ -269,7 +266,7 @@ def call_tool(
                           error=message, seconds=time.perf_counter() - start)
 
     if not isinstance(name, str) or name not in registry:
-        return failed(f"Неизвестный инструмент «{str(name)[:40]}». Доступны: {', '.join(registry)}.", arguments)
+        return failed(f"Неизвестный инструмент «{shorten(str(name), VALUE_CHARS)}». Доступны: {', '.join(registry)}.", arguments)
     if isinstance(arguments, str):  # some models send the arguments as a JSON string
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -284,23 +281,8 @@ def call_tool(
     if error:
         return failed(error, arguments)
     try:
-        if conn is None:
-            conn = _default_conn()
-        data = func(conn, **clean)
+        data = func(lab, **clean)
     except Exception as exc:  # noqa: BLE001 (a failing tool must not crash the agent)
-        return failed(f"Инструмент {name} не выполнился ({type(exc).__name__}: {str(exc)[:120]}).", clean)
+        reason = shorten(f"{type(exc).__name__}: {exc}", ERROR_CHARS)
+        return failed(f"Инструмент {name} не выполнился ({reason}).", clean)
     return ToolResult(name, clean, True, format_result(data), data=data, seconds=time.perf_counter() - start)
-
-
-_CONN: psycopg.Connection | None = None
-
-
-def _default_conn() -> psycopg.Connection:
-    """One lazily opened connection of the running stack, reused by call_tool without ``conn``."""
-    global _CONN
-    if _CONN is None or _CONN.closed:
-        from .db import connect
-        from .stack import ensure_stack
-
-        _CONN = connect(ensure_stack())
-    return _CONN

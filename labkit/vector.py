@@ -7,13 +7,16 @@ the same order but never use the index.
 
 from __future__ import annotations
 
-import psycopg
+from typing import TYPE_CHECKING
+
 from psycopg import sql
 
-from .db import settings_for, vector_table
+from .db import lab_vector_table
 from .embedcache import cached_query_embedding
 from .ranking import Hit
-from .settings import Settings
+
+if TYPE_CHECKING:
+    from .context import Lab
 
 __all__ = ["MAX_QUERY_CHARS", "embeddable", "vector_sql", "search_vector"]
 
@@ -40,18 +43,14 @@ def vector_sql(table: str) -> sql.Composed:
     ).format(table=sql.Identifier(table))
 
 
-def search_vector(
-    conn: psycopg.Connection, query: str, k: int = 10, settings: Settings | None = None
-) -> list[Hit]:
-    """Top-k documents by cosine similarity (score = 1 - distance) to the query embedding. Taught in 03_vector.
+def search_vector(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
+    """The top_k documents by cosine similarity (score = 1 - distance) to the query embedding. Taught in 03_vector.
 
     An empty or whitespace-only query returns []; ties are broken by id.
     """
     query = embeddable(query)
-    if not query.strip() or k < 1:
+    if not query.strip() or top_k < 1:
         return []
-    settings = settings or settings_for(conn)
-    table = vector_table(conn, settings.embed_model)
-    embedding = cached_query_embedding(conn, query, settings)
-    rows = conn.execute(vector_sql(table), {"embedding": embedding, "limit": k}).fetchall()
+    embedding = cached_query_embedding(lab, query)
+    rows = lab.conn.execute(vector_sql(lab_vector_table(lab)), {"embedding": embedding, "limit": top_k}).fetchall()
     return [Hit(doc_id, 1.0 - distance) for doc_id, distance in sorted(rows, key=lambda row: (row[1], row[0]))]

@@ -13,12 +13,14 @@ import uuid
 import pytest
 
 import labkit as lk
-from labkit import ask
+from labkit.cli import main as cli_main
+
+pytestmark = pytest.mark.services
 
 
 @pytest.fixture()
-def agent(settings, conn):
-    instance = lk.Agent(settings, conn=conn)
+def agent(lab):
+    instance = lk.Agent(lab)
     yield instance
     instance.close()
 
@@ -40,18 +42,18 @@ def test_greeting_needs_no_tool(agent):
     assert result.answer and not result.requires_human
 
 
-def _ask_with(settings, conn, chat, question, **options) -> lk.AgentResult:
+def _ask_with(lab, chat, question, **options) -> lk.AgentResult:
     """One question to an agent whose model is the given (fake) chat callable."""
-    agent = lk.Agent(settings, conn=conn, chat=chat, **options)
+    agent = lk.Agent(lab, chat=chat, **options)
     try:
         return agent.ask(question)
     finally:
         agent.close()
 
 
-def test_error_loop_stops_after_three_errors(settings, conn):
+def test_error_loop_stops_after_three_errors(lab):
     fake = lk.FakeStubbornChat()
-    result = _ask_with(settings, conn, fake, "Сколько новостей про погоду?")
+    result = _ask_with(lab, fake, "Сколько новостей про погоду?")
     assert result.requires_human and result.errors == 3 and fake.requests == 3
     assert [c["ok"] for c in result.tool_calls] == [False, False, False]
     assert list(result.trace["node"]) == ["planner", "tools"] * 3 + ["give_up"]
@@ -60,8 +62,8 @@ def test_error_loop_stops_after_three_errors(settings, conn):
     assert tool_rows["preview"].str.contains("Допустимые значения").all(), "the error lists the allowed topics"
 
 
-def test_recursion_limit_gives_an_honest_result(settings, conn):
-    result = _ask_with(settings, conn, lk.FakeStubbornChat(), "Сколько новостей про погоду?",
+def test_recursion_limit_gives_an_honest_result(lab):
+    result = _ask_with(lab, lk.FakeStubbornChat(), "Сколько новостей про погоду?",
                        max_errors=100, recursion_limit=7)
     assert result.requires_human and "7 шагов" in result.answer
     assert len(result.trace) == 7, "the trace of the steps made before the limit is kept"
@@ -74,8 +76,8 @@ class FakeDeadServer:
         raise ConnectionError("Failed to connect to Ollama")
 
 
-def test_dead_model_server_gives_an_honest_result(settings, conn):
-    result = _ask_with(settings, conn, FakeDeadServer(), "Что пишут про цену золота?")
+def test_dead_model_server_gives_an_honest_result(lab):
+    result = _ask_with(lab, FakeDeadServer(), "Что пишут про цену золота?")
     assert result.requires_human and "ConnectionError" in result.answer and result.tool_calls == []
 
 
@@ -88,15 +90,15 @@ class FakeSilentChat:
         return ChatResponse(model="fake-silent", message=Message(role="assistant", content=""))
 
 
-def test_a_mute_planner_is_reported_not_returned_as_empty(settings, conn):
-    result = _ask_with(settings, conn, FakeSilentChat(), "Что пишут про цену золота?")
+def test_a_mute_planner_is_reported_not_returned_as_empty(lab):
+    result = _ask_with(lab, FakeSilentChat(), "Что пишут про цену золота?")
     assert result.requires_human and result.answer and list(result.trace["node"]) == ["planner", "give_up"]
 
 
-def test_ask_json_sport_then_resume_thread_in_another_graph(settings, conn, capsys):
+def test_ask_json_sport_then_resume_thread_in_another_graph(lab, capsys):
     thread = f"test-{uuid.uuid4().hex[:8]}"
     question = "Сколько новостей про спорт в базе?"
-    assert ask.main([question, "--json", "--thread", thread]) == 0
+    assert cli_main(["ask", question, "--json", "--thread", thread]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert set(payload) >= {"question", "tool_calls", "answer", "requires_human", "trace", "seconds"}
     assert payload["question"] == question and payload["requires_human"] is False
@@ -105,7 +107,7 @@ def test_ask_json_sport_then_resume_thread_in_another_graph(settings, conn, caps
     assert isinstance(payload["seconds"], float) and payload["answer"]
 
     # A second, independent graph (new checkpointer connection) reads the thread from Postgres.
-    resumed = lk.Agent(settings, conn=conn)
+    resumed = lk.Agent(lab)
     try:
         history = resumed.history(thread)
         assert history[0] == {"role": "user", "content": question}
@@ -120,7 +122,3 @@ def test_ask_json_sport_then_resume_thread_in_another_graph(settings, conn, caps
     # the planner saw the earlier question (not its answer) and counted again instead of guessing
     assert [(c["name"], c["arguments"]) for c in follow_up.tool_calls] == [("get_metrics", {"topic": "finance"})]
 
-
-def test_ask_rejects_an_empty_question(capsys):
-    assert ask.main(["   "]) == 2
-    assert "empty" in capsys.readouterr().err

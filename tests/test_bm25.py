@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.corpus import load_corpus
-from labkit.modes import SEARCH_MODES
 from labkit.bm25 import bm25_scores, fetch_postings, query_lexemes, search_bm25
-from labkit.improved import search_hybrid_bm25
+from labkit.corpus import load_corpus
+from labkit.fusion import search_hybrid_bm25
+from labkit.modes import SEARCH_MODES
 
 QUERIES = ["золото соревнования", "ключевая ставка ЦБ", "ставка на спорт", "добыча нефти", "ОПЕК", "золото"]
 FUZZ = [
@@ -22,8 +22,9 @@ def _python(conn, query, k1=1.2, b=0.75):
 
 @pytest.mark.parametrize("k1, b", [(1.2, 0.75), (0.0, 0.0), (2.0, 1.0), (0.5, 0.3)])
 @pytest.mark.parametrize("query", QUERIES)
-def test_sql_scores_equal_python_scores(conn, query, k1, b):
-    sql_hits = search_bm25(conn, query, k=100, k1=k1, b=b)
+@pytest.mark.services
+def test_sql_scores_equal_python_scores(lab, conn, query, k1, b):
+    sql_hits = search_bm25(lab, query, top_k=100, k1=k1, b=b)
     py_hits = _python(conn, query, k1, b)
     assert sql_hits, f"{query!r} should match some documents"
     assert [h.doc_id for h in sql_hits] == [h.doc_id for h in py_hits]
@@ -31,60 +32,65 @@ def test_sql_scores_equal_python_scores(conn, query, k1, b):
         assert got.score == pytest.approx(want.score, abs=1e-9)
 
 
-def test_rare_word_outweighs_common_word(conn):
+@pytest.mark.services
+def test_rare_word_outweighs_common_word(lab):
     # «опек» is in one document, «золот» in six: IDF must favour the rare lexeme.
-    scores = {h.doc_id: h.score for h in search_bm25(conn, "ОПЕК золото", k=30)}
+    scores = {h.doc_id: h.score for h in search_bm25(lab, "ОПЕК золото", top_k=30)}
     assert scores[15] > max(scores[d] for d in (1, 2, 3, 6, 7, 8))
 
 
-def test_statistics_follow_an_inserted_document(conn):
-    before = {h.doc_id: h.score for h in search_bm25(conn, "золото", k=30)}
+@pytest.mark.services
+def test_statistics_follow_an_inserted_document(lab, conn):
+    before = {h.doc_id: h.score for h in search_bm25(lab, "золото", top_k=30)}
     with conn.transaction(force_rollback=True):  # the new row never leaves this test
         conn.execute(
             "INSERT INTO news (id, body, company, tone, topic) VALUES (%s, %s, NULL, 'neutral', 'commodities')",
             (990_001, "Золото, золото и снова золото: ювелиры скупают золото"),
         )
-        during = search_bm25(conn, "золото", k=30)
+        during = search_bm25(lab, "золото", top_k=30)
         reference = _python(conn, "золото")
         assert [h.doc_id for h in during] == [h.doc_id for h in reference]
         assert all(g.score == pytest.approx(w.score, abs=1e-9) for g, w in zip(during, reference))
         assert 990_001 in {h.doc_id for h in during}
         # df and N changed, so every old document's score changed too.
         assert {h.doc_id: h.score for h in during}[1] != pytest.approx(before[1], abs=1e-9)
-    assert {h.doc_id: h.score for h in search_bm25(conn, "золото", k=30)} == pytest.approx(before)
+    assert {h.doc_id: h.score for h in search_bm25(lab, "золото", top_k=30)} == pytest.approx(before)
 
 
 @pytest.mark.parametrize("query", FUZZ)
-def test_any_string_gives_a_valid_ranking(conn, query):
+@pytest.mark.services
+def test_any_string_gives_a_valid_ranking(lab, query):
     corpus_ids = {doc.id for doc in load_corpus()}
     for search in (search_bm25, search_hybrid_bm25):
-        hits = search(conn, query, 5)
+        hits = search(lab, query, 5)
         doc_ids = [h.doc_id for h in hits]
         assert len(doc_ids) == len(set(doc_ids)) <= 5
         assert set(doc_ids) <= corpus_ids
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
-def test_query_without_words_is_empty(conn):
-    assert search_bm25(conn, " ,.;!? ") == []
+@pytest.mark.services
+def test_query_without_words_is_empty(lab, conn):
+    assert search_bm25(lab, " ,.;!? ") == []
     assert query_lexemes(conn, "и в на") == []  # only stop words
 
 
-@pytest.mark.parametrize("kwargs", [{"k": 0}, {"k1": -1.0}, {"b": 1.5}, {"b": -0.1}])
-def test_bad_parameters_are_refused(conn, kwargs):
+@pytest.mark.parametrize("kwargs", [{"top_k": 0}, {"k1": -1.0}, {"b": 1.5}, {"b": -0.1}])
+def test_bad_parameters_are_refused(kwargs):
     with pytest.raises(ValueError):
-        search_bm25(conn, "золото", **kwargs)
+        search_bm25(None, "золото", **kwargs)  # type: ignore[arg-type] (refused before any query)
 
 
 def test_bm25_modes_are_registered():
     assert {"bm25", "hybrid_bm25", "hybrid_latent"} <= set(SEARCH_MODES)
 
 
-def test_hybrid_bm25_is_rrf_of_vector_and_bm25(conn):
+@pytest.mark.services
+def test_hybrid_bm25_is_rrf_of_vector_and_bm25(lab):
     from labkit.fusion import rrf
     from labkit.ranking import ids
     from labkit.vector import search_vector
 
     for query in QUERIES:
-        expected = rrf([ids(search_vector(conn, query, 10)), ids(search_bm25(conn, query, 10))], k=60)[:5]
-        assert search_hybrid_bm25(conn, query, 5) == expected
+        expected = rrf([ids(search_vector(lab, query, 10)), ids(search_bm25(lab, query, 10))], rrf_k=60)[:5]
+        assert search_hybrid_bm25(lab, query, 5) == expected

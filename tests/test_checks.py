@@ -91,7 +91,7 @@ def test_model_table_checker():
     assert "table не заполнена" in lk.check_model_table(None, None, models=models, questions=questions).problems[0]
 
 
-def unsafe_search_by_entity(conn, company: lk.Company | None = None, tone: lk.Tone | None = None) -> list[dict]:
+def unsafe_search_by_entity(lab, company: lk.Company | None = None, tone: lk.Tone | None = None) -> list[dict]:
     """Find news by company and tone, built by string formatting (what the checker must reject).
 
     Args:
@@ -99,19 +99,20 @@ def unsafe_search_by_entity(conn, company: lk.Company | None = None, tone: lk.To
         tone: tone
     """
     where = " AND ".join(f"{col} = '{val}'" for col, val in (("company", company), ("tone", tone)) if val) or "true"
-    rows = conn.execute(f"SELECT id, body, company, tone FROM news WHERE {where} ORDER BY id LIMIT 5").fetchall()
+    rows = lab.conn.execute(f"SELECT id, body, company, tone FROM news WHERE {where} ORDER BY id LIMIT 5").fetchall()
     return [{"id": i, "text": b, "company": c, "tone": t} for i, b, c, t in rows]
 
 
-def test_entity_checker(conn):
+@pytest.mark.services
+def test_entity_checker(lab):
     good_result = {"tool_calls": [{"name": "search_by_entity", "arguments": {"company": "ЦБ", "tone": "negative"}}]}
-    assert lk.check_entity_tool(lk.search_by_entity, good_result, conn=conn).passed
-    unsafe = lk.check_entity_tool(unsafe_search_by_entity, good_result, conn=conn)
+    assert lk.check_entity_tool(lk.search_by_entity, good_result, lab=lab).passed
+    unsafe = lk.check_entity_tool(unsafe_search_by_entity, good_result, lab=lab)
     assert not unsafe.passed and any("OR '1'='1" in p for p in unsafe.problems), unsafe.problems
     wrong_call = {"tool_calls": [{"name": "search_articles", "arguments": {"query": "ЦБ"}}]}
-    chose_wrong = lk.check_entity_tool(lk.search_by_entity, wrong_call, conn=conn)
+    chose_wrong = lk.check_entity_tool(lk.search_by_entity, wrong_call, lab=lab)
     assert not chose_wrong.passed and "search_articles" in chose_wrong.problems[-1]
-    nothing = lk.check_entity_tool(None, None, conn=conn)
+    nothing = lk.check_entity_tool(None, None, lab=lab)
     assert not nothing.passed and "не заполнена" in nothing.problems[0]
 
 
@@ -133,11 +134,13 @@ def _verdict(folder: str, name: str, tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("name", EXERCISES)
+@pytest.mark.services
 def test_solution_passes_its_checker(settings, name, tmp_path):
     assert "Проверка пройдена" in _verdict("solutions", name, tmp_path)
 
 
 @pytest.mark.parametrize("name", EXERCISES)
+@pytest.mark.services
 def test_unmodified_starter_is_rejected_with_advice(settings, name, tmp_path):
     verdict = _verdict("notebooks", name, tmp_path)
     assert "Проверка не пройдена" in verdict and "TODO" in verdict

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,6 +28,23 @@ def test_unknown_families_are_left_unchanged(model):
     assert lk.document_text("ставка", model) == "ставка"
 
 
-def test_client_points_at_the_configured_host():
-    settings = dataclasses.replace(lk.get_settings(), ollama_host="http://127.0.0.1:9")
-    assert str(embedding.client(settings)._client.base_url).rstrip("/") == "http://127.0.0.1:9"
+class RecordingClient:
+    """A FAKE model client that records /api/embed requests (to check what labkit sends, not what a model does)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, list[str]]] = []
+
+    def embed(self, model: str, input: list[str]) -> SimpleNamespace:
+        self.requests.append((model, list(input)))
+        return SimpleNamespace(embeddings=[[float(len(text))] for text in input])
+
+
+def test_embed_functions_use_the_client_and_model_they_are_given():
+    client = RecordingClient()
+    assert embedding.embed_query(client, "e5-small", "ставка") == [float(len("query: ставка"))]  # type: ignore[arg-type]
+    texts = [f"новость {i}" for i in range(embedding.BATCH_SIZE + 3)]
+    vectors = embedding.embed_documents(client, "e5-small", texts)  # type: ignore[arg-type]
+    assert len(vectors) == len(texts)
+    assert [len(batch) for _, batch in client.requests[1:]] == [embedding.BATCH_SIZE, 3]
+    assert all(model == "e5-small" for model, _ in client.requests)
+    assert client.requests[1][1][0] == "passage: новость 0"

@@ -11,18 +11,23 @@ from pathlib import Path
 import pytest
 
 import labkit as lk
-from labkit.evaluation import main
+from labkit.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+def main(argv: list[str]) -> int:
+    """The eval command, run in-process."""
+    return cli_main(["eval", *argv])
+
+
 @pytest.fixture(scope="module")
 def report(settings):
-    with lk.connect(settings) as conn:
-        lk.ensure_corpus(conn, settings)
-        yield lk.evaluate(conn, lk.load_queries(), k=3)
+    with lk.open_lab(settings) as lab:
+        yield lk.evaluate(lab, lk.load_queries(), top_k=3)
 
 
+@pytest.mark.services
 def test_report_shape_and_ranges(report):
     assert report.modes == tuple(lk.SEARCH_MODES) and len(report.queries) == 12
     frame = report.to_frame()
@@ -32,18 +37,20 @@ def test_report_shape_and_ranges(report):
     assert len(per_query) == 12 and set(lk.SEARCH_MODES) <= set(per_query.columns)
 
 
+@pytest.mark.services
 def test_means_match_the_metric_functions(report):
     for mode in report.modes:
         recalls = [lk.recall_at_k(q.rankings[mode], q.relevant, 3) for q in report.queries]
         assert report.means[mode]["recall"] == pytest.approx(sum(recalls) / len(recalls))
 
 
+@pytest.mark.services
 def test_metrics_agree_with_ranx(report):
     from ranx import Qrels, Run, evaluate  # slow first import (numba), so only here
 
     qrels = Qrels({f"q{i}": {str(d): 1 for d in q.relevant} for i, q in enumerate(report.queries)})
     # ranx's recall divides by |relevant|, ours by min(k, |relevant|): equal when |relevant| <= k
-    assert all(len(q.relevant) <= report.k for q in report.queries)
+    assert all(len(q.relevant) <= report.top_k for q in report.queries)
     for mode in report.modes:
         run = Run(
             {
@@ -59,11 +66,13 @@ def test_metrics_agree_with_ranx(report):
         assert ours["ndcg"] == pytest.approx(theirs["ndcg@3"]), mode
 
 
+@pytest.mark.services
 def test_hybrid_is_rrf_of_the_branches_in_the_report(report):
     for q in report.queries:
         assert q.rankings["hybrid"] == lk.ids(lk.rrf([q.rankings["vector"], q.rankings["lexical"]]))[:10]
 
 
+@pytest.mark.services
 def test_cli_json(settings, capsys):
     assert main(["--json", "--k", "3"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -73,6 +82,7 @@ def test_cli_json(settings, capsys):
     assert set(first) == {"query", "relevant", *lk.SEARCH_MODES} and first["query"] == "золото цена"
 
 
+@pytest.mark.services
 def test_cli_table_and_mode_choice(settings, capsys):
     assert main(["--modes", "lexical,hybrid", "--k", "2"]) == 0
     out = capsys.readouterr().out
@@ -83,29 +93,36 @@ def test_cli_bad_queries_file(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"query": "x", "relevant": [1]}\n{oops\n', encoding="utf-8")
     assert main(["--queries", str(bad)]) == 2
-    assert f"{bad}:2" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{bad}:2" in err and err.count("\n") == 1 and "Traceback" not in err
     assert main(["--queries", str(tmp_path / "missing.jsonl")]) == 2
 
 
-def test_cli_bad_arguments_exit_2(capsys):
-    for argv in (["--modes", "nope"], ["--k", "0"], ["--k", "x"]):
+def test_cli_bad_arguments_exit_2_with_one_line(capsys):
+    for argv, needle in ((["--modes", "nope"], "unknown mode"), (["--k", "0"], "at least 1"),
+                         (["--k", "x"], "invalid int value"), (["--no-such-flag"], "unrecognized")):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
-    assert "unknown mode" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1 and err.startswith("labkit eval: error:"), err
 
 
+@pytest.mark.services
 def test_python_m_labkit_eval(settings):
+    """The CLI in a new process; `--top-k` is the long name of `--k`."""
     env = dict(os.environ)
     done = subprocess.run(
-        [sys.executable, "-m", "labkit", "eval", "--json", "--modes", "lexical"],
+        [sys.executable, "-m", "labkit", "eval", "--json", "--modes", "lexical", "--top-k", "2"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert list(json.loads(done.stdout)["modes"]) == ["lexical"]
+    data = json.loads(done.stdout)
+    assert list(data["modes"]) == ["lexical"] and data["k"] == 2
 
 
-def test_compare_hybrid_latency(conn):
-    latency = lk.compare_hybrid_latency(conn, ["золото", "ставка на спорт"], repeats=3)
+@pytest.mark.services
+def test_compare_hybrid_latency(lab):
+    latency = lk.compare_hybrid_latency(lab, ["золото", "ставка на спорт"], repeats=3)
     assert latency.runs == 6 and latency.python_ms > 0 and latency.sql_ms > 0
     assert latency.ratio == pytest.approx(latency.sql_ms / latency.python_ms)

@@ -52,17 +52,19 @@ def _subset() -> list[str]:
 
 
 @pytest.mark.parametrize("mode", sorted(lk.SEARCH_MODES))
-def test_no_string_raises(conn, mode):
+@pytest.mark.services
+def test_no_string_raises(lab, mode):
     search = lk.SEARCH_MODES[mode]
     strings = STRINGS if mode == "lexical" else _subset()
     for text in strings:
         try:
-            hits = search(conn, text, 5)
-        except Exception as exc:  # report which string broke which mode
+            hits = search(lab, text, 5)
+        except Exception as exc:  # noqa: BLE001 (report which string broke which mode)
             pytest.fail(f"{mode} raised {type(exc).__name__}: {exc} on {text[:80]!r}")
         assert isinstance(hits, list) and len(hits) <= 5
 
 
-def test_single_sql_hybrid_survives_the_strings_too(conn):
+@pytest.mark.services
+def test_single_sql_hybrid_survives_the_strings_too(lab):
     for text in _subset():
-        lk.search_hybrid_sql(conn, text, 5)
+        lk.search_hybrid_sql(lab, text, 5)

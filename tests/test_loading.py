@@ -18,6 +18,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import labkit as lk
 from labkit.embedcache import _hash
 
+pytestmark = pytest.mark.services
+
 
 @pytest.fixture()
 def scratch(settings):
@@ -39,9 +41,10 @@ def _count(conn: psycopg.Connection, table: str) -> int:
 
 
 def test_second_load_changes_nothing_and_embeds_nothing(scratch):
-    with lk.connect(scratch) as conn:
-        first = lk.ensure_corpus(conn, scratch)
-        second = lk.ensure_corpus(conn, scratch)
+    with lk.open_lab(scratch, load=False) as lab:
+        conn = lab.conn
+        first = lk.ensure_corpus(lab)
+        second = lk.ensure_corpus(lab)
         assert conninfo_to_dict(conn.info.dsn)["dbname"] == "labkit_scratch_loading"
         assert first.embedding_calls >= 1 and first.embedded_texts == 30
         assert (first.changed_documents, first.changed_vectors) == (30, 30)
@@ -52,11 +55,12 @@ def test_second_load_changes_nothing_and_embeds_nothing(scratch):
 
 
 def test_a_changed_document_is_updated_in_place(scratch):
-    with lk.connect(scratch) as conn:
-        lk.ensure_corpus(conn, scratch)
+    with lk.open_lab(scratch, load=False) as lab:
+        conn = lab.conn
+        lk.ensure_corpus(lab)
         conn.execute("UPDATE news SET body = 'испорчено' WHERE id = 7")
         conn.execute("INSERT INTO news (id, body, tone, topic) VALUES (999, 'лишний', 'neutral', 'x')")
-        report = lk.ensure_corpus(conn, scratch)
+        report = lk.ensure_corpus(lab)
         assert report.changed_documents == 2  # id 7 restored, id 999 deleted
         assert report.embedding_calls == 0  # the original text of 7 is still in the cache
         body = conn.execute("SELECT body FROM news WHERE id = 7").fetchone()[0]
@@ -70,10 +74,10 @@ def test_two_concurrent_loads_do_not_collide(scratch):
 
     def load() -> None:
         try:
-            with lk.connect(scratch) as conn:
+            with lk.open_lab(scratch, load=False) as lab:
                 barrier.wait()
-                reports.append(lk.ensure_corpus(conn, scratch))
-        except Exception as exc:  # collected and asserted below
+                reports.append(lk.ensure_corpus(lab))
+        except Exception as exc:  # noqa: BLE001 (collected and asserted below)
             errors.append(exc)
 
     threads = [threading.Thread(target=load) for _ in range(2)]
@@ -84,7 +88,8 @@ def test_two_concurrent_loads_do_not_collide(scratch):
     assert not errors, errors
     assert len(reports) == 2
     assert sorted(r.embedded_texts for r in reports) == [0, 30]  # the second waited, then found the cache
-    with lk.connect(scratch) as conn:
+    with lk.open_lab(scratch, load=False) as lab:
+        conn = lab.conn
         assert _count(conn, "news") == 30
         assert _count(conn, reports[0].table) == 30
 
@@ -92,8 +97,9 @@ def test_two_concurrent_loads_do_not_collide(scratch):
 def test_switching_model_keeps_the_first_models_vectors(scratch):
     other = dataclasses.replace(scratch, embed_model="tiny-test-embedder:8d")
     rng = np.random.default_rng(0)
-    with lk.connect(scratch) as conn:
-        first = lk.ensure_corpus(conn, scratch)
+    with lk.open_lab(scratch, load=False) as lab:
+        conn = lab.conn
+        first = lk.ensure_corpus(lab)
         # The second model's passage vectors are put in the cache up front (8-d), so the
         # switch runs without a second embedding server: ensure_corpus must find them all.
         rows = [
@@ -105,13 +111,13 @@ def test_switching_model_keeps_the_first_models_vectors(scratch):
                 "INSERT INTO embedding_cache (model, kind, text_hash, text, embedding) VALUES (%s, %s, %s, %s, %s)",
                 rows,
             )
-        switched = lk.ensure_corpus(conn, other)
+        switched = lk.ensure_corpus(dataclasses.replace(lab, settings=other, corpus=None))
         assert switched.embedding_calls == 0
         assert switched.table != first.table and switched.dim == 8
         assert switched.table == "news_vec_tiny_test_embedder_8d"
         assert _count(conn, first.table) == 30 and _count(conn, switched.table) == 30
         assert lk.vector_table(conn, scratch.embed_model) == first.table
-        back = lk.ensure_corpus(conn, scratch)
+        back = lk.ensure_corpus(lab)
         assert (back.embedding_calls, back.changed_vectors, back.table) == (0, 0, first.table)
         indexes = conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE '%%hnsw%%'", (switched.table,)

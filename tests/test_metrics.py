@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from labkit.metrics import ndcg_at_k, recall_at_k, reciprocal_rank
+from labkit.corpus import LabelledQuery
+from labkit.metrics import mean_metric, ndcg_at_k, recall_at_k, reciprocal_rank
 
 
 def test_recall_caps_the_denominator_at_k():
@@ -35,7 +36,7 @@ def test_ndcg_binary_by_hand():
 
 
 @pytest.mark.parametrize("bad_k", [0, -1])
-def test_k_must_be_positive(bad_k):
+def test_top_k_must_be_positive(bad_k):
     with pytest.raises(ValueError):
         recall_at_k([1], {1}, bad_k)
     with pytest.raises(ValueError):
@@ -45,3 +46,20 @@ def test_k_must_be_positive(bad_k):
 def test_empty_relevant_set_is_an_error():
     with pytest.raises(ValueError):
         recall_at_k([1], set(), 3)
+
+
+def test_mean_metric_is_the_mean_of_the_per_query_values():
+    queries = [LabelledQuery("a", frozenset({1, 2})), LabelledQuery("b", frozenset({7}))]
+    rankings = [[1, 9, 2], [9, 8, 7]]
+    assert mean_metric("recall", rankings, queries, 3) == pytest.approx((1.0 + 1.0) / 2)
+    assert mean_metric("recall", rankings, queries, 1) == pytest.approx((1.0 + 0.0) / 2)
+    assert mean_metric("mrr", rankings, queries, 3) == pytest.approx((1.0 + 1 / 3) / 2)
+    assert mean_metric("ndcg", rankings, queries, 3) == pytest.approx(
+        (ndcg_at_k([1, 9, 2], {1, 2}, 3) + ndcg_at_k([9, 8, 7], {7}, 3)) / 2
+    )
+    with pytest.raises(ValueError, match="2 rankings for 1 queries"):
+        mean_metric("recall", rankings, queries[:1], 3)
+    with pytest.raises(ValueError, match="metric must be one of"):
+        mean_metric("precision", rankings, queries, 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        mean_metric("recall", [], [], 3)

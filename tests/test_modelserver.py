@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -16,6 +15,8 @@ import pytest
 import labkit as lk
 from labkit.modelserver.app import VERSION
 from labkit.pgembedded import free_port
+
+pytestmark = pytest.mark.services
 
 CHAT = "qwen2.5-coder:1.5b"
 SMALL = "qwen2.5-coder:0.5b"
@@ -121,20 +122,18 @@ def test_embed_accepts_string_and_list(client):
     assert np.allclose(client.embed(model=EMBED, input="Ключ от квартиры").embeddings[0], many.embeddings[1], atol=1e-6)
 
 
-def test_gold_price_passage_beats_figure_skater(host):
-    settings = dataclasses.replace(lk.get_settings(), ollama_host=host, embed_model=EMBED)
-    query = np.array(lk.embed_query("золото цена", settings))
-    price, skater = np.array(lk.embed_documents([
+def test_gold_price_passage_beats_figure_skater(client):
+    query = np.array(lk.embed_query(client, EMBED, "золото цена"))
+    price, skater = np.array(lk.embed_documents(client, EMBED, [
         "Цена золота на мировых рынках обновила исторический максимум на фоне спроса центробанков",
         "Фигурист взял золото на чемпионате России, обновив личный рекорд",
-    ], settings))
+    ]))
     assert query @ price > query @ skater
 
 
-def test_embed_documents_batches_keep_order(host):
-    settings = dataclasses.replace(lk.get_settings(), ollama_host=host, embed_model=EMBED)
+def test_embed_documents_batches_keep_order(client, host):
     texts = [f"Новость номер {i}" for i in range(lk.embedding.BATCH_SIZE + 3)]
-    vectors = lk.embed_documents(texts, settings)
+    vectors = lk.embed_documents(client, EMBED, texts)
     assert len(vectors) == len(texts)
     last = ollama.Client(host=host).embed(model=EMBED, input=lk.document_text(texts[-1], EMBED)).embeddings[0]
     assert np.allclose(vectors[-1], last, atol=1e-6)

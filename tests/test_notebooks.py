@@ -4,10 +4,13 @@ Per notebook, ``metadata.labkit`` may set ``timeout`` (seconds for the whole not
 default 600) and ``ci_parameters`` (papermill parameters, e.g. smaller sizes).
 Executed copies go to ``build/executed/<folder>/<name>.ipynb``. A cell tagged
 ``raises-exception`` (an exercise TODO) may fail; an error in any other cell fails the test.
+Every notebook opens with a markdown title, then one short setup cell that builds the lab
+context (``lab = lk.setup()``), and uses only names that labkit exports.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -18,6 +21,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
+
+import labkit
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("solutions/*.ipynb"))
@@ -61,9 +66,46 @@ def test_notebook_is_committed_clean(path: Path):
     assert not dirty, f"{_id(path)}: cells {dirty} have outputs or execution counts; clear them before committing"
     tagged = [number for number, cell in enumerate(nb.cells, start=1) if "parameters" in _tags(cell)]
     assert len(tagged) == 1, f"{_id(path)}: expected exactly one cell tagged 'parameters', found {tagged}"
-    assert nb.cells[0].cell_type == "code" and "import labkit" in nb.cells[0].source, "cell 1 must be the setup"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_notebook_opens_with_title_then_one_short_setup_cell(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    title, setup = nb.cells[0], nb.cells[1]
+    assert title.cell_type == "markdown" and title.source.lstrip().startswith("# "), "cell 1 must be a markdown title"
+    code = [line for line in setup.source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert setup.cell_type == "code" and "lab = lk.setup(" in setup.source, "cell 2 must build the lab: lab = lk.setup()"
+    assert len(code) <= 8, f"the setup cell should be short, it has {len(code)} lines of code"
+    later = [n for n, cell in enumerate(nb.cells[2:], start=3)
+             if cell.cell_type == "code" and ("lk.setup(" in cell.source or "ensure_stack" in cell.source)]
+    assert not later, f"cells {later} set up services again: the setup cell is the only edge"
+
+
+def _labkit_names_used(source: str) -> set[str]:
+    """Names taken from labkit in a cell: `lk.NAME` and `from labkit[.module] import NAME`; modules as 'labkit.x'."""
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "lk":
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "labkit":
+            used |= {node.module} if node.module != "labkit" else set()
+            used |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            used |= {alias.name for alias in node.names if alias.name.startswith("labkit.")}
+    return used
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_notebook_uses_only_exported_labkit_names(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    code = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    used = set().union(*(_labkit_names_used("\n".join(line for line in src.splitlines() if not line.startswith(("%", "!"))))
+                         for src in code))
+    private = sorted(name for name in used if name not in labkit.__all__)
+    assert not private, f"{_id(path)} uses names labkit does not export: {private}"
+
+
+@pytest.mark.services  # not a lab service, but it starts a kernel process
 def test_python3_kernel_runs_this_interpreter():
     """papermill's kernel `python3` must be this venv's Python, or notebooks miss the lab's packages."""
     printed: list[str] = []
@@ -86,6 +128,7 @@ def test_python3_kernel_runs_this_interpreter():
     )
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_notebook_executes(path: Path):
     nb = nbformat.read(path, as_version=4)

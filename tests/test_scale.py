@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from labkit import bench, scale
+from labkit import scale
+from labkit.cli import main as cli_main
 
 SIZE = 3000  # 1 % rare topic = ~30 rows: well above LIMIT 10, far below what ef_search=40 can surface
 QUERIES = 20
@@ -32,6 +33,7 @@ def test_data_is_deterministic():
     assert not np.array_equal(a, scale.make_vectors(500, seed=4)[0])
 
 
+@pytest.mark.services
 def test_exact_scan_equals_numpy_brute_force(loaded):
     conn, vectors, _, queries = loaded
     for query in queries[:5]:
@@ -41,6 +43,7 @@ def test_exact_scan_equals_numpy_brute_force(loaded):
         assert ms > 0
 
 
+@pytest.mark.services
 def test_recall_grows_with_ef_search(loaded):
     conn, _, _, queries = loaded
     points = scale.sweep_ef_search(conn, queries, ef_values=(10, 400))
@@ -49,18 +52,20 @@ def test_recall_grows_with_ef_search(loaded):
     assert high.recall >= 0.95
 
 
+@pytest.mark.services
 def test_filtered_query_loses_rows_without_iterative_scan(loaded):
     conn, _, topics, queries = loaded
     rare = {i + 1 for i, t in enumerate(topics) if t == scale.RARE_TOPIC}
     assert len(rare) > 10
     for query in queries[:5]:
-        plain = scale.filtered_search(conn, query, k=10)
-        relaxed = scale.filtered_search(conn, query, k=10, iterative=True)
+        plain = scale.filtered_search(conn, query, top_k=10)
+        relaxed = scale.filtered_search(conn, query, top_k=10, iterative=True)
         assert len(plain) < 10
         assert len(relaxed) == 10
         assert set(plain) | set(relaxed) <= rare
 
 
+@pytest.mark.services
 def test_hnsw_plan_uses_the_index(loaded):
     conn, _, _, queries = loaded
     with conn.transaction():
@@ -70,8 +75,9 @@ def test_hnsw_plan_uses_the_index(loaded):
     assert "scale_vectors_hnsw" in plan
 
 
+@pytest.mark.services
 def test_bench_prints_json(settings, capsys):
-    assert bench.main(["--size", "1000", "--queries", "5", "--json"]) == 0
+    assert cli_main(["bench", "--size", "1000", "--queries", "5", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [p["ef_search"] for p in result["ef_search"]] == list(scale.EF_SEARCH_VALUES)
     assert result["filtered"]["rows_with_relaxed_order"] == 10
@@ -80,4 +86,4 @@ def test_bench_prints_json(settings, capsys):
 
 def test_bench_refuses_bad_size():
     with pytest.raises(SystemExit):
-        bench.main(["--size", "5"])
+        cli_main(["bench", "--size", "5"])

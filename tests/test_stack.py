@@ -25,6 +25,8 @@ from psycopg import sql
 import labkit as lk
 from labkit import stack
 
+pytestmark = pytest.mark.services
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

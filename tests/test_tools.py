@@ -19,27 +19,30 @@ def test_schema_comes_from_signature_and_docstring():
     assert "Taught in" not in schema["description"], "only the summary line goes to the model"
     metrics = lk.tool_schema(lk.get_metrics)["function"]["parameters"]
     assert metrics["required"] == ["topic"] and metrics["properties"]["topic"]["enum"] == list(lk.TOPICS)
-    assert "conn" not in metrics["properties"]
+    assert "lab" not in metrics["properties"]
 
 
-def test_get_metrics_counts_in_sql(conn):
+@pytest.mark.services
+def test_get_metrics_counts_in_sql(lab):
     expected = sum(1 for doc in load_corpus() if doc.topic == "sport")
-    result = lk.call_tool("get_metrics", {"topic": "sport"}, conn=conn)
+    result = lk.call_tool("get_metrics", {"topic": "sport"}, lab=lab)
     assert result.ok and result.data == {"topic": "sport", "count": expected}
     assert str(expected) in result.content
 
 
-def test_search_by_entity_filters_in_sql(conn):
+@pytest.mark.services
+def test_search_by_entity_filters_in_sql(lab):
     corpus = load_corpus()
     want = [d.id for d in corpus if d.company == "ЦБ" and d.tone == "negative"][:5]
-    result = lk.call_tool("search_by_entity", {"company": "ЦБ", "tone": "negative"}, conn=conn)
+    result = lk.call_tool("search_by_entity", {"company": "ЦБ", "tone": "negative"}, lab=lab)
     assert result.ok and [row["id"] for row in result.data] == want
-    only_tone = lk.search_by_entity(conn, tone="positive")
+    only_tone = lk.search_by_entity(lab, tone="positive")
     assert [row["id"] for row in only_tone] == [d.id for d in corpus if d.tone == "positive"][:5]
 
 
-def test_search_articles_returns_top3_with_ids_and_text(conn):
-    result = lk.call_tool("search_articles", {"query": "цена золота"}, conn=conn)
+@pytest.mark.services
+def test_search_articles_returns_top3_with_ids_and_text(lab):
+    result = lk.call_tool("search_articles", {"query": "цена золота"}, lab=lab)
     assert result.ok and 1 <= len(result.data) <= 3
     texts = {d.id: d.text for d in load_corpus()}
     assert all(texts[row["id"]] == row["text"] for row in result.data)
@@ -66,31 +69,56 @@ def test_search_articles_returns_top3_with_ids_and_text(conn):
         (None, {}, "Неизвестный инструмент"),
     ],
 )
-def test_invented_arguments_give_a_message_not_an_exception(conn, name, arguments, needle):
-    result = lk.call_tool(name, arguments, conn=conn)
+@pytest.mark.services
+def test_invented_arguments_give_a_message_not_an_exception(lab, conn, name, arguments, needle):
+    result = lk.call_tool(name, arguments, lab=lab)
     assert not result.ok and result.data is None
     assert needle in result.content and result.content.startswith("Ошибка")
     assert conn.execute("SELECT count(*) FROM news").fetchone()[0] == len(load_corpus()), "table intact"
 
 
-def test_json_string_arguments_and_case_are_accepted(conn):
-    result = lk.call_tool("get_metrics", '{"topic": " Sport "}', conn=conn)
+@pytest.mark.services
+def test_json_string_arguments_and_case_are_accepted(lab):
+    result = lk.call_tool("get_metrics", '{"topic": " Sport "}', lab=lab)
     assert result.ok and result.arguments == {"topic": "sport"}
 
 
-def test_tool_outside_the_agents_list_is_unknown(conn):
-    result = lk.call_tool("search_by_entity", {"company": "ЦБ"}, conn=conn, tools=lk.DEFAULT_TOOLS)
+def test_tool_outside_the_agents_list_is_unknown():
+    result = lk.call_tool("search_by_entity", {"company": "ЦБ"}, lab=None, tools=lk.DEFAULT_TOOLS)  # type: ignore[arg-type]
     assert not result.ok and "search_articles, get_metrics" in result.content
 
 
-def test_sql_looking_query_is_just_text(conn):
-    result = lk.call_tool("search_articles", {"query": "золото'); DROP TABLE news; --"}, conn=conn)
+@pytest.mark.services
+def test_sql_looking_query_is_just_text(lab, conn):
+    result = lk.call_tool("search_articles", {"query": "золото'); DROP TABLE news; --"}, lab=lab)
     assert result.ok
     assert conn.execute("SELECT count(*) FROM news").fetchone()[0] == len(load_corpus())
 
 
+@pytest.mark.services
 def test_database_failure_becomes_a_message(settings):
-    broken = lk.connect(settings)
+    broken = lk.open_lab(settings, load=False)
     broken.close()
-    result = lk.call_tool("get_metrics", {"topic": "sport"}, conn=broken)
+    result = lk.call_tool("get_metrics", {"topic": "sport"}, lab=broken)
     assert not result.ok and "не выполнился" in result.content
+
+
+def test_validation_runs_before_the_tool_and_needs_no_service():
+    """Invented arguments are refused from the signature alone: no lab is touched (None here)."""
+    for name, arguments in [("get_metrics", {"topic": "weather"}), ("get_metrics", {}),
+                            ("search_articles", {"query": "x" * 500}), ("nope", {})]:
+        result = lk.call_tool(name, arguments, lab=None)  # type: ignore[arg-type]
+        assert not result.ok and result.content.startswith("Ошибка"), result
+
+
+def test_the_first_parameter_is_the_lab_whatever_its_name():
+    def count_news(context, topic: lk.Topic) -> int:
+        """Count.
+
+        Args:
+            topic: topic of the news
+        """
+        return 0
+
+    props = lk.tool_schema(count_news)["function"]["parameters"]["properties"]
+    assert list(props) == ["topic"]

@@ -21,7 +21,10 @@ __all__ = ["VERSION", "make_server"]
 
 VERSION = "0.6.3-labkit"
 log = logging.getLogger("labkit.modelserver")
-_ERRORS = {ModelNotFound: 404, RequestError: 400, EngineError: 400, ModelLoading: 503, ModelFailed: 500}
+_ERRORS: dict[type[Exception], int] = {
+    ModelNotFound: 404, RequestError: 400, EngineError: 400, ModelLoading: 503, ModelFailed: 500,
+}
+_ERROR_TYPES = tuple(_ERRORS)
 
 
 def _details(info: ModelInfo) -> dict[str, Any]:
@@ -44,11 +47,11 @@ class Handler(BaseHTTPRequestHandler):
     """One request; the registry lives on the server object."""
 
     protocol_version = "HTTP/1.1"
-    server: "ModelServer"
+    server: ModelServer
     _raw: bytes = b""  # the request body, read once per request
 
     # --- plumbing -------------------------------------------------------------
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
+    def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
 
     def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
@@ -92,7 +95,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             route()
-        except tuple(_ERRORS) as exc:
+        except _ERROR_TYPES as exc:
             self._send(_ERRORS[type(exc)], {"error": str(exc)})
         except (BrokenPipeError, ConnectionResetError):
             log.info("client closed the connection during %s", self.path)
@@ -101,10 +104,10 @@ class Handler(BaseHTTPRequestHandler):
             log.exception("error in %s", self.path)
             self._send(500, {"error": f"internal error: {exc}"})
 
-    def do_GET(self) -> None:  # noqa: N802 (stdlib name)
+    def do_GET(self) -> None:
         self._dispatch({"/": self._root, "/api/version": self._version, "/api/tags": self._tags, "/api/ps": self._ps})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch({"/api/chat": self._chat, "/api/embed": self._embed, "/api/embeddings": self._embeddings,
                         "/api/show": self._show, "/api/pull": self._pull})
 
@@ -195,7 +198,7 @@ class Handler(BaseHTTPRequestHandler):
             message, done_reason, results = chat(engine, body)
             self._send(200, dict(finish(done_reason, results), message=message))
             return
-        started_stream = []
+        started_stream: list[bool] = []
 
         def emit(content: str, calls: list[dict[str, Any]]) -> None:
             if not started_stream:
@@ -206,7 +209,7 @@ class Handler(BaseHTTPRequestHandler):
 
         try:
             done_reason, results = chat_stream(engine, body, emit)
-        except tuple(_ERRORS) as exc:
+        except _ERROR_TYPES as exc:
             if not started_stream:
                 raise
             self._write_line({"error": str(exc)})  # headers already sent: Ollama's in-stream error

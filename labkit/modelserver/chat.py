@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .convert import to_openai_request
 from .toolcalls import as_tool_call, looks_like_tool_call, parse_tool_calls, tool_call_schema, tool_names

@@ -71,7 +71,7 @@ def parse_tool_calls(text: str, names: list[str]) -> list[dict[str, Any]]:
         return []
     allowed = set(names)
     candidates = [m.group(1) for m in _TAGS.finditer(text)] + [m.group(1) for m in _FENCE.finditer(text)]
-    calls = []
+    calls: list[dict[str, Any]] = []
     for candidate in candidates or [text]:
         for value in _json_objects(candidate):
             items = value if isinstance(value, list) else [value]

@@ -1,0 +1,52 @@
+"""``ask``: one question to the agent from the shell (taught in 06_agent).
+
+    ./run.sh ask "QUESTION" [--model NAME] [--json] [--thread ID]
+
+The JSON object (``tool_calls``, ``answer``, ``requires_human``, ...) is a public
+contract: extend it, never break it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..agent import Agent
+from ..lab import setup
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``ask`` command to the sub-parsers `sub`."""
+    parser = sub.add_parser("ask", help="ask the agent a question from the shell",
+                            description="Ask the lab's LangGraph agent one question.")
+    parser.add_argument("question", help="the question, in quotes")
+    parser.add_argument("--model", help="chat model (default: CHAT_MODEL of the settings)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--thread", help="thread id: continue a saved conversation (new one if omitted)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ask, then print the answer and the tool calls (or JSON)."""
+    if not args.question.strip():
+        args.parser.error("the question is empty")
+    with setup(quiet=True) as lab:
+        agent = Agent(lab, model=args.model)
+        try:
+            result = agent.ask(args.question, thread_id=args.thread)
+        finally:
+            agent.close()
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        return 0
+    calls = "; ".join(f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})" for c in result.tool_calls)
+    print("Вопрос:", result.question)
+    print("Вызовы:", calls or "инструмент не вызывали")
+    print("Ответ:", result.answer)
+    if result.requires_human:
+        print("Нужен человек: агент не смог ответить по данным.")
+    print(f"Поток: {result.thread_id} ({result.seconds:.1f} с)")
+    return 0

@@ -1,0 +1,53 @@
+"""``eval``: Recall@k, MRR and nDCG@k of the search modes on labelled queries (taught in 05_evaluation).
+
+    ./run.sh eval [--queries FILE.jsonl] [--k 3] [--json] [--modes vector,hybrid]
+
+The JSON shape (``k``, ``modes`` with the means, ``queries`` with each mode's ranking)
+is a public contract: extend it, never break it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..corpus import load_queries
+from ..evaluation import EvalReport, evaluate
+from ..lab import setup
+from ..modes import SEARCH_MODES
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``eval`` command to the sub-parsers `sub`."""
+    parser = sub.add_parser("eval", help="compare search modes on labelled queries (recall@k, MRR, nDCG)",
+                            description="Recall@k, MRR and nDCG@k of the search modes.")
+    parser.add_argument("--queries", metavar="FILE.jsonl", help="labelled queries (default: the lab's 12 queries)")
+    parser.add_argument("--k", "--top-k", dest="top_k", type=int, default=3,
+                        help="cut-off k of Recall@k and nDCG@k (default 3)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--modes", help=f"comma-separated modes (default: all of {', '.join(SEARCH_MODES)})")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Evaluate the chosen modes and print a table or JSON."""
+    if args.top_k < 1:
+        args.parser.error(f"--k must be at least 1, got {args.top_k}")
+    modes = list(SEARCH_MODES) if not args.modes else [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in SEARCH_MODES]
+    if unknown or not modes:
+        args.parser.error(f"unknown mode(s) {', '.join(unknown) or '(none given)'}; "
+                          f"choose from {', '.join(SEARCH_MODES)}")
+    queries = load_queries(args.queries)  # a bad file fails before any service is touched
+    with setup(quiet=True) as lab:
+        report = evaluate(lab, queries, modes, top_k=args.top_k)
+    print(report.to_json() if args.json else _table(report))
+    return 0
+
+
+def _table(report: EvalReport) -> str:
+    per_query = report.per_query_frame()[list(report.modes)].round(2).to_string()
+    return (f"Mean over {len(report.queries)} queries (k={report.top_k}):\n{report.to_frame().round(3).to_string()}\n\n"
+            f"Recall@{report.top_k} per query:\n{per_query}")

@@ -1,0 +1,57 @@
+"""The edge: build the lab context once, in a notebook's first code cell or a command (taught in 01_corpus).
+
+``setup()`` is the only place besides the stack commands where services are found or
+started: it asks ``labkit.stack`` for the services (starting the embedded ones when
+they are down), opens one connection, makes the model client and loads the corpus.
+Everything else receives the resulting ``Lab``.
+"""
+
+from __future__ import annotations
+
+from .context import Lab
+from .db import connect, ensure_corpus
+from .settings import Settings
+from .stack import ensure_stack
+
+__all__ = ["setup", "open_lab"]
+
+
+def open_lab(settings: Settings, *, load: bool = True) -> Lab:
+    """A ``Lab`` on services that already run at `settings`; with `load`, the corpus is loaded too.
+
+    Taught in 01_corpus. Starts nothing: use ``setup()`` to start the embedded stack when needed.
+    """
+    import ollama  # the HTTP client stack is loaded only when a lab is built
+
+    conn = connect(settings)
+    lab = Lab(settings, conn, ollama.Client(host=settings.ollama_host))
+    if load:
+        try:
+            ensure_corpus(lab)
+        except BaseException:
+            conn.close()
+            raise
+    return lab
+
+
+def setup(*, start: bool = True, load: bool = True, quiet: bool = False) -> Lab:
+    """The lab context for a notebook or a command: services found (or started), corpus loaded. Taught in 01_corpus.
+
+    ``start=False`` only checks the services and raises ``StackError`` when one is down;
+    ``quiet=True`` prints no summary line.
+    """
+    lab = open_lab(ensure_stack(start=start), load=load)
+    if not quiet:
+        print(describe(lab))
+    return lab
+
+
+def describe(lab: Lab) -> str:
+    """One Russian line saying where the lab's services are and what loading did."""
+    info = lab.conn.info
+    line = (f"Стенд: база {info.host}:{info.port}/{info.dbname}, сервер моделей {lab.settings.ollama_host}, "
+            f"эмбеддинги {lab.embed_model}, чат {lab.chat_model}.")
+    if lab.corpus is not None:
+        line += (f"\nКорпус: {lab.corpus.documents} документов, векторы {lab.corpus.dim}-d в {lab.corpus.table}; "
+                 f"новых эмбеддингов при загрузке: {lab.corpus.embedded_texts}.")
+    return line
