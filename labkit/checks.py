@@ -95,37 +95,40 @@ def check_weighted_rrf(
     test: Sequence[LabelledQuery],
     top_k: int = 3,
 ) -> list[str]:
-    """Check the grid (index: k, columns: vector weight, lexical weight 1), the pick on train and the test score."""
+    """Check the grid (index: rrf_k, columns: vector weight, lexical weight 1), the pick on train and the test score."""
     problems = [p for p in (_todo("grid", grid), _todo("best", best), _todo("test_recall", test_recall)) if p]
     if problems:
         return problems
     if not isinstance(grid, pd.DataFrame):
-        return [("grid должен быть pandas.DataFrame (строки: k, столбцы: вес векторной ветки), "
+        return [("grid должен быть pandas.DataFrame (строки: rrf_k, столбцы: вес векторной ветки), "
                  f"а это {type(grid).__name__}")]
     if len(grid.index) < 3 or len(grid.columns) < 3:
-        problems.append("переберите хотя бы 3 значения k и 3 веса векторной ветки")
+        problems.append("переберите хотя бы 3 значения rrf_k и 3 веса векторной ветки")
     missing = sorted({q.query for q in [*train, *test]} - set(rankings))
     if missing:
         return [f"в rankings нет ранжирований для запросов: {', '.join(missing[:3])}; выполните ячейку с rankings"]
-    for k in grid.index:
+    for rrf_k in grid.index:
         for w in grid.columns:
-            given = float(grid.loc[k, w])
-            expected = _mean_recall(train, rankings, int(k), float(w), top_k)
+            given = float(grid.loc[rrf_k, w])
+            expected = _mean_recall(train, rankings, int(rrf_k), float(w), top_k)
             if math.isclose(given, expected, abs_tol=1e-6):
                 continue
-            if math.isclose(given, _mean_recall([*train, *test], rankings, int(k), float(w), top_k), abs_tol=1e-6):
+            if math.isclose(given, _mean_recall([*train, *test], rankings, int(rrf_k), float(w), top_k), abs_tol=1e-6):
                 problems.append("таблица посчитана на всех запросах: веса подбирают только на обучающих (train), "
                                 "тестовые (test) нужны для честной оценки")
-            elif math.isclose(given, _mean_recall(test, rankings, int(k), float(w), top_k), abs_tol=1e-6):
+            elif math.isclose(given, _mean_recall(test, rankings, int(rrf_k), float(w), top_k), abs_tol=1e-6):
                 problems.append("таблица посчитана на тестовых запросах, а подбирать веса нужно на train")
             else:
-                problems.append(f"при k={k}, весе {w}: у вас Recall@{top_k} = {given:.3f}, ожидалось {expected:.3f} "
+                problems.append(f"при rrf_k={rrf_k}, весе {w}: у вас Recall@{top_k} = {given:.3f}, ожидалось {expected:.3f} "
                                 f"(среднее по train, веса (w, 1.0) в порядке (вектор, лексика))")
             return problems
     try:
-        best_k, best_w = (best["k"], best["w_vector"]) if isinstance(best, Mapping) else best
+        if isinstance(best, Mapping):
+            best_k, best_w = best.get("rrf_k", best.get("k")), best["w_vector"]
+        else:
+            best_k, best_w = best
     except (TypeError, ValueError, KeyError):
-        return problems + ["best должен быть словарём {'k': ..., 'w_vector': ...} или парой (k, w_vector)"]
+        return problems + ["best должен быть словарём {'rrf_k': ..., 'w_vector': ...} или парой (rrf_k, w_vector)"]
     top = float(grid.to_numpy().max())
     if best_k not in grid.index or best_w not in grid.columns:
         problems.append(f"best = ({best_k}, {best_w}) нет в таблице grid")
