@@ -9,7 +9,7 @@ every function below takes that ``Lab`` (or plain data) as its argument.
 from .agent import Agent, AgentResult, open_checkpointer, planner_context
 from .agent_eval import AgentQuestion, choice_is_correct, evaluate_tool_choice, load_agent_questions
 from .bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
-from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf
+from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf, ready
 from .context import Lab
 from .corpus import (
     COMPANIES,
@@ -17,7 +17,9 @@ from .corpus import (
     DATA_DIR,
     HELDOUT_PATH,
     QUERIES_PATH,
+    TONE_NAMES,
     TONES,
+    TOPIC_NAMES,
     TOPICS,
     DataError,
     Doc,
@@ -74,10 +76,10 @@ from .scale import (
     sweep_ef_search,
 )
 from .settings import Settings, get_settings, lab_home
+from .significance import Interval, bootstrap_ci, compare_modes, paired_test, per_query_scores
 from .stack import StackError, down, ensure_stack, status, up
-from .text import shorten
+from .text import count, plural, say, shorten
 from .tools import (
-    ALL_TOOLS,
     DEFAULT_TOOLS,
     Company,
     Tone,
@@ -87,7 +89,6 @@ from .tools import (
     format_result,
     get_metrics,
     search_articles,
-    search_by_entity,
     tool_schema,
 )
 from .vector import embeddable, search_vector, vector_sql
@@ -97,7 +98,7 @@ __all__ = [
     "Settings", "get_settings", "lab_home", "LabError", "StackError", "up", "down", "status", "ensure_stack",
     "Lab", "setup", "open_lab",
     # data
-    "COMPANIES", "TONES", "TOPICS", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
+    "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
     # database and embeddings
     "DatabaseUnavailable", "LoadReport", "connect", "ensure_corpus", "vector_table", "lab_vector_table",
@@ -115,16 +116,18 @@ __all__ = [
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",
     "branch_rankings", "TuningResult", "default_grid", "tune_fusion",
+    "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes",
     # scale
     "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
     "sweep_ef_search", "filtered_search", "plot_tradeoff", "run_bench",
     # agent
-    "ALL_TOOLS", "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
-    "get_metrics", "search_articles", "search_by_entity", "tool_schema",
+    "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
+    "get_metrics", "search_articles", "tool_schema",
     "FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan",
     "Agent", "AgentResult", "open_checkpointer", "planner_context",
     "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions",
     # exercises
-    "CheckResult", "check_entity_tool", "check_model_table", "check_weighted_rrf",
-    "shorten",
+    "CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf",
+    # texts for people
+    "shorten", "plural", "count", "say",
 ]  # fmt: skip

@@ -17,7 +17,7 @@ import pandas as pd
 from .corpus import DATA_DIR, DataError, read_records
 from .planner import SYSTEM_PROMPT, plan
 from .text import ERROR_CHARS, shorten
-from .tools import ALL_TOOLS
+from .tools import DEFAULT_TOOLS
 
 __all__ = ["AGENT_QUESTIONS_PATH", "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions"]
 
@@ -33,8 +33,13 @@ class AgentQuestion(NamedTuple):
     query_contains: tuple[str, ...] = ()
 
 
-def load_agent_questions(path: str | Path | None = None) -> list[AgentQuestion]:
-    """Read the labelled agent questions (default ``labkit/data/agent_questions.jsonl``). Taught in 06_agent."""
+def load_agent_questions(
+    path: str | Path | None = None, tools: Sequence[Callable[..., Any]] | None = None
+) -> list[AgentQuestion]:
+    """Read the labelled agent questions (default ``labkit/data/agent_questions.jsonl``). Taught in 06_agent.
+
+    With `tools`, only the questions those tools can answer (or that need no tool) are kept.
+    """
     path = Path(path) if path is not None else AGENT_QUESTIONS_PATH
     questions = []
     for number, record in read_records(path):
@@ -48,6 +53,9 @@ def load_agent_questions(path: str | Path | None = None) -> list[AgentQuestion]:
             raise DataError(f"{path}:{number}: 'arguments' must be an object, got {arguments!r}")
         stems = tuple(record.get("query_contains") or ())
         questions.append(AgentQuestion(question, tool, dict(arguments), stems))
+    if tools is not None:
+        names = {func.__name__ for func in tools}
+        questions = [q for q in questions if q.tool is None or q.tool in names]
     return questions
 
 
@@ -73,7 +81,7 @@ def evaluate_tool_choice(
     chat: Callable[..., Any],
     questions: Sequence[AgentQuestion],
     model: str,
-    tools: Sequence[Callable[..., Any]] = ALL_TOOLS,
+    tools: Sequence[Callable[..., Any]] = DEFAULT_TOOLS,
     *,
     system: str = SYSTEM_PROMPT,
 ) -> pd.DataFrame:

@@ -27,6 +27,8 @@ __all__ = [
     "TOPICS",
     "COMPANIES",
     "TONES",
+    "TOPIC_NAMES",
+    "TONE_NAMES",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -129,3 +131,20 @@ _CORPUS = load_corpus()
 TOPICS: tuple[str, ...] = tuple(sorted({doc.topic for doc in _CORPUS}))
 COMPANIES: tuple[str, ...] = tuple(sorted({doc.company for doc in _CORPUS if doc.company}))
 TONES: tuple[str, ...] = tuple(sorted({doc.tone for doc in _CORPUS}))
+
+# What a person reads instead of the codes (in answers, tables and plots).
+TOPIC_NAMES: dict[str, str] = {
+    "commodities": "сырьё и металлы",
+    "energy": "энергетика",
+    "finance": "финансы",
+    "incident": "происшествия",
+    "monetary": "денежно-кредитная политика",
+    "realty": "недвижимость",
+    "retail": "розничная торговля",
+    "sport": "спорт",
+    "tech": "технологии",
+}
+TONE_NAMES: dict[str, str] = {"negative": "негативная", "neutral": "нейтральная", "positive": "позитивная"}
+_unnamed = (set(TOPICS) - set(TOPIC_NAMES)) | (set(TONES) - set(TONE_NAMES))
+if _unnamed:  # a new code in the data must get a Russian name here
+    raise DataError(f"no Russian name for {sorted(_unnamed)}: add it to TOPIC_NAMES/TONE_NAMES in labkit/corpus.py")

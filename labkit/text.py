@@ -1,8 +1,12 @@
-"""Short texts for people: cut at a word boundary with «…», one set of lengths (taught in 06_agent)."""
+"""Texts for people: cut at a word boundary, Russian number agreement, prose from the run (taught in 01_corpus).
+
+A number in a notebook's prose is printed by the run that computed it (``say``), with
+its noun in the right form (``count(3, "новость", "новости", "новостей")`` -> «3 новости»).
+"""
 
 from __future__ import annotations
 
-__all__ = ["PREVIEW_CHARS", "ERROR_CHARS", "VALUE_CHARS", "shorten"]
+__all__ = ["PREVIEW_CHARS", "ERROR_CHARS", "VALUE_CHARS", "shorten", "plural", "count", "say"]
 
 PREVIEW_CHARS = 120  # a trace row's preview of a tool result or an answer
 ERROR_CHARS = 160  # an exception's text quoted inside a message
@@ -18,3 +22,35 @@ def shorten(text: str, width: int) -> str:
     if " " in cut and not flat[len(cut)].isspace():
         cut = cut.rsplit(" ", 1)[0]
     return cut.rstrip(" ,.;:") + "…"
+
+
+def plural(number: float, one: str, few: str, many: str) -> str:
+    """The Russian noun form after `number`: 1 новость, 3 новости, 5 новостей, 21 новость, 12 новостей.
+
+    A fractional number takes the `few` form (0,5 запроса).
+    """
+    if not float(number).is_integer():
+        return few
+    n = abs(int(number)) % 100
+    if 11 <= n <= 14:
+        return many
+    if n % 10 == 1:
+        return one
+    if 2 <= n % 10 <= 4:
+        return few
+    return many
+
+
+def count(number: int, one: str, few: str, many: str) -> str:
+    """`number` with its noun in the right form: ``count(3, "новость", "новости", "новостей")`` -> «3 новости»."""
+    return f"{number} {plural(number, one, few, many)}"
+
+
+def say(markdown: str) -> None:
+    """Show prose that contains numbers computed in this run: as Markdown in Jupyter, as text elsewhere."""
+    try:
+        from IPython.display import Markdown, display
+    except ImportError:  # outside IPython
+        print(markdown)
+        return
+    display(Markdown(markdown))

@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .context import Lab  # at run time: tool_schema resolves the tools' type hints
-from .corpus import COMPANIES, TONES, TOPICS
+from .corpus import COMPANIES, TONE_NAMES, TONES, TOPIC_NAMES, TOPICS
 from .fusion import search_hybrid
-from .text import ERROR_CHARS, VALUE_CHARS, shorten
+from .text import ERROR_CHARS, VALUE_CHARS, count, shorten
 
 __all__ = [
-    "ALL_TOOLS",
     "DEFAULT_TOOLS",
     "MAX_STRING_LENGTH",
     "Company",
@@ -36,7 +35,6 @@ __all__ = [
     "format_result",
     "get_metrics",
     "search_articles",
-    "search_by_entity",
     "tool_schema",
 ]
 
@@ -47,7 +45,6 @@ Tone = Literal[TONES]  # type: ignore[valid-type]
 
 MAX_STRING_LENGTH = 200  # longer model-supplied strings are refused
 TOP_K = 3  # search_articles returns this many documents
-ENTITY_LIMIT = 5  # search_by_entity returns at most this many documents
 
 
 def search_articles(lab: Lab, query: str) -> list[dict[str, Any]]:
@@ -80,32 +77,7 @@ def get_metrics(lab: Lab, topic: Topic) -> dict[str, Any]:
     return {"topic": topic, "count": count}
 
 
-def search_by_entity(lab: Lab, company: Company | None = None, tone: Tone | None = None) -> list[dict[str, Any]]:
-    """Find news about a company and/or with a given tone (positive, negative, neutral).
-
-    Taught in 09_task_entity_tool. Returns at most five documents, ordered by id.
-
-    Args:
-        company: company or organisation the news are about
-        tone: tone of the news
-    """
-    with lab.conn.cursor() as cur:
-        cur.execute(
-            """
-            SELECT id, body, company, tone
-            FROM news
-            WHERE (%(company)s::text IS NULL OR company = %(company)s)
-              AND (%(tone)s::text IS NULL OR tone = %(tone)s)
-            ORDER BY id
-            LIMIT %(limit)s
-            """,
-            {"company": company, "tone": tone, "limit": ENTITY_LIMIT},
-        )
-        return [{"id": i, "text": t, "company": c, "tone": tn} for i, t, c, tn in cur.fetchall()]
-
-
-ALL_TOOLS: tuple[Callable[..., Any], ...] = (search_articles, get_metrics, search_by_entity)
-DEFAULT_TOOLS: tuple[Callable[..., Any], ...] = (search_articles, get_metrics)  # 09 adds the third
+DEFAULT_TOOLS: tuple[Callable[..., Any], ...] = (search_articles, get_metrics)  # 09: students write the third
 
 
 @dataclass(frozen=True)
@@ -228,16 +200,21 @@ def _validate(func: Callable[..., Any], arguments: Mapping[str, Any]) -> tuple[d
     return clean, None
 
 
+_FIELD_NAMES = {"company": "компания", "tone": "тональность", "topic": "тема"}
+
+
 def format_result(data: Any) -> str:
     """Render a tool's data as compact text for the model. Taught in 06_agent."""
     if isinstance(data, dict) and set(data) == {"topic", "count"}:  # get_metrics: a sentence reads best
-        return f"Новостей по теме {data['topic']}: {data['count']}"
+        topic = TOPIC_NAMES.get(data["topic"], data["topic"])
+        return f"По теме «{topic}» в базе {count(data['count'], 'новость', 'новости', 'новостей')}."
     if isinstance(data, list):
         if not data:
             return "Ничего не найдено."
         lines = []
         for row in data:
-            details = ", ".join(f"{k}: {v}" for k, v in row.items() if k not in ("id", "text") and v)
+            details = ", ".join(f"{_FIELD_NAMES.get(k, k)}: {TONE_NAMES.get(v, v) if k == 'tone' else v}"
+                                for k, v in row.items() if k not in ("id", "text") and v)
             lines.append(f"[{row['id']}] {row['text']}" + (f" ({details})" if details else ""))
         return "\n".join(lines)
     if isinstance(data, dict):
@@ -250,7 +227,7 @@ def call_tool(
     arguments: Any,
     *,
     lab: Lab,
-    tools: Sequence[Callable[..., Any]] = ALL_TOOLS,
+    tools: Sequence[Callable[..., Any]] = DEFAULT_TOOLS,
 ) -> ToolResult:
     """Validate model-supplied arguments and run the tool on `lab`; errors come back as text, never raised.
 

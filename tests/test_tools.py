@@ -6,10 +6,11 @@ import pytest
 
 import labkit as lk
 from labkit.corpus import load_corpus
+from labkit.entity_tool import FINAL_TOOLS, search_by_entity
 
 
 def test_schema_comes_from_signature_and_docstring():
-    schema = lk.tool_schema(lk.search_by_entity)["function"]
+    schema = lk.tool_schema(search_by_entity)["function"]
     assert schema["name"] == "search_by_entity"
     props = schema["parameters"]["properties"]
     assert props["company"]["enum"] == list(lk.COMPANIES)
@@ -34,9 +35,9 @@ def test_get_metrics_counts_in_sql(lab):
 def test_search_by_entity_filters_in_sql(lab):
     corpus = load_corpus()
     want = [d.id for d in corpus if d.company == "ЦБ" and d.tone == "negative"][:5]
-    result = lk.call_tool("search_by_entity", {"company": "ЦБ", "tone": "negative"}, lab=lab)
+    result = lk.call_tool("search_by_entity", {"company": "ЦБ", "tone": "negative"}, lab=lab, tools=FINAL_TOOLS)
     assert result.ok and [row["id"] for row in result.data] == want
-    only_tone = lk.search_by_entity(lab, tone="positive")
+    only_tone = search_by_entity(lab, tone="positive")
     assert [row["id"] for row in only_tone] == [d.id for d in corpus if d.tone == "positive"][:5]
 
 
@@ -71,7 +72,7 @@ def test_search_articles_returns_top3_with_ids_and_text(lab):
 )
 @pytest.mark.services
 def test_invented_arguments_give_a_message_not_an_exception(lab, conn, name, arguments, needle):
-    result = lk.call_tool(name, arguments, lab=lab)
+    result = lk.call_tool(name, arguments, lab=lab, tools=FINAL_TOOLS)
     assert not result.ok and result.data is None
     assert needle in result.content and result.content.startswith("Ошибка")
     assert conn.execute("SELECT count(*) FROM news").fetchone()[0] == len(load_corpus()), "table intact"
@@ -122,3 +123,15 @@ def test_the_first_parameter_is_the_lab_whatever_its_name():
 
     props = lk.tool_schema(count_news)["function"]["parameters"]["properties"]
     assert list(props) == ["topic"]
+
+
+def test_the_exercise_answer_is_not_in_labkits_public_api():
+    assert "search_by_entity" not in lk.__all__ and not hasattr(lk, "search_by_entity")
+    assert "search_by_entity" not in {func.__name__ for func in lk.DEFAULT_TOOLS}
+    assert [func.__name__ for func in FINAL_TOOLS] == ["search_articles", "get_metrics", "search_by_entity"]
+
+
+def test_results_read_in_russian_without_internal_codes():
+    assert lk.format_result({"topic": "monetary", "count": 3}) == "По теме «денежно-кредитная политика» в базе 3 новости."
+    row = lk.format_result([{"id": 4, "text": "ЦБ сохранил ставку", "company": "ЦБ", "tone": "neutral"}])
+    assert row == "[4] ЦБ сохранил ставку (компания: ЦБ, тональность: нейтральная)"
