@@ -61,13 +61,16 @@ def checker(exercise: str) -> Callable[[Callable[..., list[str]]], Callable[...,
     return wrap
 
 
+def _unfilled(value: Any) -> bool:
+    """A TODO's result the student has not produced yet."""
+    return value is None or value is NotImplemented
+
+
 def todo(name: str, value: Any) -> str | None:
     """A problem message when a result variable is still unfilled."""
-    if value is None or value is NotImplemented:
+    if _unfilled(value):
         return f"переменная {name} не заполнена: допишите ячейку с TODO и выполните её"
     return None
-
-
 
 
 def ready(**results: Any) -> bool:
@@ -75,7 +78,7 @@ def ready(**results: Any) -> bool:
 
     Use it in the cells after a TODO: ``if lk.ready(grid=grid): ...``.
     """
-    missing = [name for name, value in results.items() if value is None or value is NotImplemented]
+    missing = [name for name, value in results.items() if _unfilled(value)]
     for name in missing:
         print(f"Эта ячейка ждёт {name}: сначала допишите ячейку с TODO, где {name} задаётся, и выполните её.")
     return not missing
