@@ -9,6 +9,7 @@ every function below takes that ``Lab`` (or plain data) as its argument.
 from .agent import Agent, AgentResult, open_checkpointer, planner_context
 from .agent_eval import AgentQuestion, choice_is_correct, evaluate_tool_choice, load_agent_questions
 from .bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
+from .chat import Reply, ask_model, split_thinking
 from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf, ready
 from .context import Lab
 from .corpus import (
@@ -29,7 +30,7 @@ from .corpus import (
 )
 from .db import DatabaseUnavailable, LoadReport, connect, ensure_corpus, lab_vector_table, vector_table
 from .embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
-from .embedding import document_text, embed_documents, embed_query, query_text
+from .embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
 from .errors import LabError
 from .evaluation import (
     EvalReport,
@@ -57,10 +58,11 @@ from .fusion import (
     search_hybrid_sql,
 )
 from .lab import open_lab, setup
-from .latent import encode_latent, ensure_latent_terms, search_latent
+from .latent import LatentUnavailable, encode_latent, ensure_latent_terms, latent_problem, search_latent
 from .lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
 from .metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
-from .modes import SEARCH_MODES
+from .modelcheck import ModelMissing, check_models
+from .modes import SEARCH_MODES, available_modes, mode_problem, unavailable_modes
 from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, plan
 from .ranking import Hit, ids
 from .scale import (
@@ -75,7 +77,7 @@ from .scale import (
     run_bench,
     sweep_ef_search,
 )
-from .settings import Settings, get_settings, lab_home
+from .settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
 from .significance import Interval, bootstrap_ci, compare_modes, paired_test, per_query_scores
 from .stack import StackError, down, ensure_stack, status, up
 from .text import count, plural, say, shorten
@@ -95,23 +97,23 @@ from .vector import embeddable, search_vector, vector_sql
 
 __all__ = [
     # the edge: settings, services, the lab context
-    "Settings", "get_settings", "lab_home", "LabError", "StackError", "up", "down", "status", "ensure_stack",
-    "Lab", "setup", "open_lab",
+    "Settings", "get_settings", "lab_home", "normalize_host", "NO_TOOLS_MODEL", "LabError", "StackError",
+    "up", "down", "status", "ensure_stack", "Lab", "setup", "open_lab", "ModelMissing", "check_models",
     # data
     "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
     # database and embeddings
     "DatabaseUnavailable", "LoadReport", "connect", "ensure_corpus", "vector_table", "lab_vector_table",
     "EMBEDDING_STATS", "as_array", "cached_embeddings", "cached_query_embedding",
-    "document_text", "query_text", "embed_documents", "embed_query",
+    "document_text", "query_text", "embed_documents", "embed_query", "model_family", "FORMATS",
     # search
     "Hit", "ids", "TS_CONFIG", "query_words", "lexical_sql", "search_lexical",
     "embeddable", "vector_sql", "search_vector",
     "BM25_SQL", "bm25_scores", "fetch_postings", "query_lexemes", "search_bm25",
-    "encode_latent", "ensure_latent_terms", "search_latent",
+    "encode_latent", "ensure_latent_terms", "search_latent", "latent_problem", "LatentUnavailable",
     "RRF_K", "BRANCHES", "SearchMode", "FusionConfig", "DEFAULT_FUSION", "HYBRID_SQL", "rrf", "fuse",
     "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
-    "SEARCH_MODES",
+    "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",
@@ -123,7 +125,7 @@ __all__ = [
     # agent
     "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
     "get_metrics", "search_articles", "tool_schema",
-    "FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan",
+    "Reply", "ask_model", "split_thinking", "FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan",
     "Agent", "AgentResult", "open_checkpointer", "planner_context",
     "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions",
     # exercises

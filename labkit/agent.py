@@ -184,7 +184,11 @@ class Agent:
                    arguments=arguments[0] if len(arguments) == 1 else arguments or None,
                    preview=step.content, prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
         update: dict[str, Any] = {"messages": [message], "trace": [*state["trace"], row]}
-        if not step.calls:
+        if step.error:  # the model cannot take tools at all: say so instead of ending mute
+            message["content"] = update["answer"] = step.error
+            update["requires_human"] = True
+            row["preview"] = shorten(step.error, PREVIEW_CHARS)
+        elif not step.calls:
             update["answer"] = step.content
         return update
 

@@ -97,16 +97,18 @@ def evaluate_tool_choice(
         try:
             step = plan(chat, model, [{"role": "system", "content": system},
                                       {"role": "user", "content": q.question}], tools)
+            error, seconds = step.error, round(step.seconds, 2)  # e.g. the model does not support tools
         except Exception as exc:  # noqa: BLE001 (any model failure becomes a row)
+            error, seconds = f"{type(exc).__name__}: {exc}", None
+        if error:
             row.update(tool="ошибка", arguments={}, tool_ok=False, args_ok=False, correct=False,
-                       error=shorten(f"{type(exc).__name__}: {exc}", ERROR_CHARS), seconds=None,
-                       prompt_tokens=None, eval_tokens=None)
+                       error=shorten(error, ERROR_CHARS), seconds=seconds, prompt_tokens=None, eval_tokens=None)
             rows.append(row)
             continue
         first = step.calls[0] if step.calls else {"name": None, "arguments": {}}
         tool_ok, args_ok = choice_is_correct(q, first["name"], first["arguments"])
         row.update(tool=first["name"] or "—", arguments=first["arguments"], tool_ok=tool_ok, args_ok=args_ok,
-                   correct=tool_ok and args_ok, error="", seconds=round(step.seconds, 2),
+                   correct=tool_ok and args_ok, error="", seconds=seconds,
                    prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
         rows.append(row)
     return pd.DataFrame(rows)

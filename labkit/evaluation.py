@@ -18,15 +18,16 @@ import json
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
 from .corpus import LabelledQuery
+from .errors import LabError
 from .fusion import BRANCHES, CANDIDATES, RRF_K, FusionConfig, SearchMode, fuse, search_hybrid, search_hybrid_sql
 from .metrics import METRICS, Metric, mean_metric, metric_value
-from .modes import SEARCH_MODES
+from .modes import SEARCH_MODES, available_modes, mode_problem, unavailable_modes
 from .ranking import ids
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class EvalReport:
     top_k: int
     modes: tuple[str, ...]
     queries: tuple[QueryResult, ...]
+    unavailable: Mapping[str, str] = field(default_factory=dict)  # modes left out here, with the reason
 
     @property
     def means(self) -> dict[str, dict[str, float]]:
@@ -99,7 +101,10 @@ class EvalReport:
         return pd.DataFrame(rows).set_index("query")
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as plain data: {"k", "modes": {mode: means}, "queries": [...]} (``k`` is top_k)."""
+        """The report as plain data: {"k", "modes": {mode: means}, "queries": [...], "unavailable": {mode: why}}.
+
+        ``k`` is top_k; ``unavailable`` lists the modes this machine cannot run (left out of ``modes``).
+        """
         return {
             "k": self.top_k,
             "modes": self.means,
@@ -107,6 +112,7 @@ class EvalReport:
                 {"query": q.query, "relevant": list(q.relevant), **{mode: q.rankings[mode] for mode in self.modes}}
                 for q in self.queries
             ],
+            "unavailable": dict(self.unavailable),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -121,12 +127,20 @@ def evaluate(
     top_k: int = 3,
     depth: int = DEPTH,
 ) -> EvalReport:
-    """Run every mode on every labelled query and score it (Recall@k, MRR, nDCG@k). Taught in 05_evaluation."""
+    """Run every mode on every labelled query and score it (Recall@k, MRR, nDCG@k). Taught in 05_evaluation.
+
+    `modes` defaults to every mode this machine can run (``available_modes()``); the others are
+    listed in the report's ``unavailable``. Naming a mode that cannot run here raises ``LabError``.
+    """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
+    unavailable: dict[str, str] = {}
     if modes is None:
-        modes = SEARCH_MODES
+        modes, unavailable = available_modes(), unavailable_modes()
     elif not isinstance(modes, Mapping):
+        for name in modes:
+            if (problem := mode_problem(name)) is not None:
+                raise LabError(f"search mode {name} cannot run here: {problem}")
         modes = {name: SEARCH_MODES[name] for name in modes}
     results = []
     for labelled in queries:
@@ -136,7 +150,7 @@ def evaluate(
             for name, ranking in rankings.items()
         }
         results.append(QueryResult(labelled.query, tuple(sorted(labelled.relevant)), rankings, scores))
-    return EvalReport(top_k=top_k, modes=tuple(modes), queries=tuple(results))
+    return EvalReport(top_k=top_k, modes=tuple(modes), queries=tuple(results), unavailable=unavailable)
 
 
 @dataclass(frozen=True)
@@ -202,8 +216,12 @@ def time_modes(
 # --- tuning a fusion --------------------------------------------------------------------------
 
 def branch_rankings(lab: Lab, queries: Sequence[str], depth: int = CANDIDATES) -> dict[str, dict[str, list[int]]]:
-    """Every branch's top-`depth` ids for every query: ``{branch: {query: ids}}``. Taught in 11_beyond_rrf."""
-    return {name: {q: ids(branch(lab, q, depth)) for q in queries} for name, branch in BRANCHES.items()}
+    """Every branch's top-`depth` ids for every query: ``{branch: {query: ids}}``. Taught in 11_beyond_rrf.
+
+    Branches this machine cannot run (``mode_problem``) are left out.
+    """
+    return {name: {q: ids(branch(lab, q, depth)) for q in queries}
+            for name, branch in BRANCHES.items() if mode_problem(name) is None}
 
 
 class TuningResult(NamedTuple):
@@ -214,14 +232,18 @@ class TuningResult(NamedTuple):
     mrr: float
 
 
-def default_grid() -> list[FusionConfig]:
+def default_grid(latent: bool | None = None) -> list[FusionConfig]:
     """The searched configurations: 2 lexical branches x 4 RRF constants x 63 weight triples. Taught in 11_beyond_rrf.
 
     The triples weight (vector, lexical branch, latent); a weight of 0 leaves its branch out,
     so a triple without the lexical branch appears once, not once per lexical branch (444 in all).
+    Without the latent branch (``latent=False``; by default: when it cannot run here) its weight
+    stays 0 and the grid is the 2-branch part (108 configurations).
     """
+    if latent is None:
+        latent = mode_problem("latent") is None
     levels = (0.0, 0.5, 1.0, 2.0)
-    triples = [w for w in itertools.product(levels, repeat=3) if any(w)]
+    triples = [w for w in itertools.product(levels, repeat=3) if any(w) and (latent or w[2] == 0)]
     grid = (
         FusionConfig.of({name: w for name, w in zip(("vector", lexical, "latent"), triple) if w > 0}, rrf_k)
         for lexical in ("lexical", "bm25")

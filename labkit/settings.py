@@ -7,11 +7,14 @@ in ``COMPOSE_DEFAULTS`` beside the embedded ones, so both live in one place.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
-__all__ = ["Settings", "get_settings", "lab_home", "EMBEDDED_DEFAULTS", "COMPOSE_DEFAULTS"]
+__all__ = ["Settings", "get_settings", "lab_home", "normalize_host", "EMBEDDED_DEFAULTS", "COMPOSE_DEFAULTS",
+           "NO_TOOLS_MODEL"]
 
 # Ollama-style model names served by the embedded model server (labkit.modelserver).
 EMBEDDED_DEFAULTS = {
@@ -19,14 +22,18 @@ EMBEDDED_DEFAULTS = {
     "chat_model": "qwen2.5-coder:1.5b",
     "alt_chat_model": "qwen2.5-coder:0.5b",
 }
-# Models that `./run.sh --compose` pulls into the ollama/ollama container.
+# Models of the reference stack (compose.yaml, and the README's native-Ollama recipe).
+# Both chat models support tools; exercise 08 adds NO_TOOLS_MODEL to show a model that does not.
 COMPOSE_DEFAULTS = {
     "embed_model": "qwen3-embedding:0.6b",
     "chat_model": "qwen3:1.7b",
-    "alt_chat_model": "deepseek-r1:1.5b",
+    "alt_chat_model": "qwen3:0.6b",
     "database_url": "postgresql://rag:rag@127.0.0.1:5432/rag",
     "ollama_host": "http://127.0.0.1:11434",
 }
+
+# A reasoning model without tool support: on Ollama a request with tools gets "400 ... does not support tools".
+NO_TOOLS_MODEL = "deepseek-r1:1.5b"
 
 # Ports the embedded stack tries first; when taken by something else it picks free ones.
 EMBEDDED_PG_PORT = 55432
@@ -46,6 +53,36 @@ def lab_home() -> Path:
         return Path("/var/tmp/labkit")
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "labkit"
+
+
+def normalize_host(host: str | None) -> str:
+    """OLLAMA_HOST as a full URL, exactly as the official ``ollama`` client reads it.
+
+    Ollama's own docs write the variable without a scheme (``0.0.0.0:11434``); the client
+    accepts that, so everything in labkit uses this one normalised form (its health check too).
+
+    >>> normalize_host("127.0.0.1:11434"), normalize_host(":56789"), normalize_host("https://example.com/")
+    ('http://127.0.0.1:11434', 'http://127.0.0.1:56789', 'https://example.com:443')
+    """
+    host, port = (host or "").strip(), 11434
+    scheme, _, rest = host.partition("://")
+    if not rest:
+        scheme, rest = "http", host
+    elif scheme == "http":
+        port = 80
+    elif scheme == "https":
+        port = 443
+    parts = urlsplit(f"{scheme}://{rest}")
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or port
+    try:
+        if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    if path := parts.path.strip("/"):
+        return f"{scheme}://{host}:{port}/{path}"
+    return f"{scheme}://{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -75,9 +112,19 @@ def get_settings() -> Settings:
     return Settings(
         stack=stack,
         database_url=os.environ.get("DATABASE_URL") or defaults.get("database_url"),
-        ollama_host=os.environ.get("OLLAMA_HOST") or defaults.get("ollama_host"),
+        ollama_host=_host(os.environ.get("OLLAMA_HOST") or defaults.get("ollama_host")),
         embed_model=os.environ.get("EMBED_MODEL") or defaults["embed_model"],
         chat_model=os.environ.get("CHAT_MODEL") or defaults["chat_model"],
         alt_chat_model=os.environ.get("ALT_CHAT_MODEL") or defaults["alt_chat_model"],
         home=lab_home(),
     )
+
+
+def _host(value: str | None) -> str | None:
+    """normalize_host for a configured value; None (use the embedded server) stays None."""
+    if not value:
+        return None
+    try:
+        return normalize_host(value)
+    except ValueError as err:  # e.g. a port that is not a number
+        raise ValueError(f"OLLAMA_HOST={value!r} is not [scheme://]host[:port]: {err}") from None

@@ -17,15 +17,29 @@ def test_e5_family_gets_query_and_passage_prefixes(model):
 
 
 def test_qwen3_embedding_instructs_queries_only():
+    # Qwen3-Embedding's model card: f'Instruct: {task_description}\nQuery:{query}' -- no space after "Query:".
     assert lk.query_text("золото цена", "qwen3-embedding:0.6b") == (
-        "Instruct: Given a news search query, retrieve news articles that answer it\nQuery: золото цена")
+        "Instruct: Given a news search query, retrieve news articles that answer it\nQuery:золото цена")
     assert lk.document_text("Цена золота выросла", "qwen3-embedding:0.6b") == "Цена золота выросла"
 
 
-@pytest.mark.parametrize("model", ["nomic-embed-text", "bge-m3", "mxbai-embed-large:335m", "qwen3:1.7b"])
+@pytest.mark.parametrize("model", ["nomic-embed-text", "bge-m3", "mxbai-embed-large:335m", "qwen3:1.7b",
+                                   "qwen2.5-coder-embed:0.5b"])
 def test_unknown_families_are_left_unchanged(model):
+    assert embedding.model_family(model) == "plain"
     assert lk.query_text("ставка", model) == "ставка"
     assert lk.document_text("ставка", model) == "ставка"
+
+
+@pytest.mark.parametrize("family", sorted(embedding.FORMATS))
+def test_every_family_row_is_applied_and_cites_its_source(family):
+    """One table: query_text/document_text are exactly the row's prefixes, and each row names its source."""
+    model = {"e5": "multilingual-e5-small:q4", "qwen3-embedding": "qwen3-embedding:0.6b", "plain": "bge-m3"}[family]
+    row = embedding.FORMATS[family]
+    assert embedding.model_family(model) == family
+    assert lk.query_text("{текст}", model) == row.query_prefix + "{текст}"  # braces in the text stay as they are
+    assert lk.document_text("{текст}", model) == row.document_prefix + "{текст}"
+    assert row.source.strip()
 
 
 class RecordingClient:

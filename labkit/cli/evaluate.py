@@ -14,7 +14,7 @@ from typing import Any
 from ..corpus import load_queries
 from ..evaluation import EvalReport, evaluate
 from ..lab import setup
-from ..modes import SEARCH_MODES
+from ..modes import SEARCH_MODES, available_modes, unavailable_modes
 
 __all__ = ["register", "run"]
 
@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--k", "--top-k", dest="top_k", type=int, default=3,
                         help="cut-off k of Recall@k and nDCG@k (default 3)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--modes", help=f"comma-separated modes (default: all of {', '.join(SEARCH_MODES)})")
+    parser.add_argument("--modes", help=f"comma-separated modes of {', '.join(SEARCH_MODES)} "
+                                         "(default: all that can run on this machine)")
     parser.set_defaults(run=run)
 
 
@@ -35,11 +36,16 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate the chosen modes and print a table or JSON."""
     if args.top_k < 1:
         args.parser.error(f"--k must be at least 1, got {args.top_k}")
-    modes = list(SEARCH_MODES) if not args.modes else [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in SEARCH_MODES]
-    if unknown or not modes:
-        args.parser.error(f"unknown mode(s) {', '.join(unknown) or '(none given)'}; "
-                          f"choose from {', '.join(SEARCH_MODES)}")
+    modes = None if not args.modes else [m.strip() for m in args.modes.split(",") if m.strip()]
+    if modes is not None:
+        unknown = [m for m in modes if m not in SEARCH_MODES]
+        if unknown or not modes:
+            args.parser.error(f"unknown mode(s) {', '.join(unknown) or '(none given)'}; "
+                              f"choose from {', '.join(SEARCH_MODES)}")
+        missing = {m: why for m, why in unavailable_modes().items() if m in modes}
+        if missing:
+            args.parser.error(f"mode(s) {', '.join(missing)} cannot run on this machine ({next(iter(missing.values()))}); "
+                              f"available: {', '.join(available_modes())}")
     queries = load_queries(args.queries)  # a bad file fails before any service is touched
     with setup(quiet=True) as lab:
         report = evaluate(lab, queries, modes, top_k=args.top_k)
@@ -49,5 +55,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _table(report: EvalReport) -> str:
     per_query = report.per_query_frame()[list(report.modes)].round(2).to_string()
+    skipped = "".join(f"\n(mode {mode} left out: {why})" for mode, why in report.unavailable.items())
     return (f"Mean over {len(report.queries)} queries (k={report.top_k}):\n{report.to_frame().round(3).to_string()}\n\n"
-            f"Recall@{report.top_k} per query:\n{per_query}")
+            f"Recall@{report.top_k} per query:\n{per_query}{skipped}")
