@@ -51,21 +51,90 @@ up_args=()
 if [[ "${LAB_STACK:-embedded}" != "compose" && -z "${OLLAMA_HOST:-}" ]] \
         && [[ "$(uname -s)" != "Linux" || "$(uname -m)" != "x86_64" ]]; then
     say "$(uname -s) $(uname -m): the embedded model server exists for Linux x86_64 only."
-    say "Install Ollama natively (https://ollama.com), pull the models and set OLLAMA_HOST=http://127.0.0.1:11434."
+    say "Install Ollama natively (https://ollama.com), pull the models and export OLLAMA_HOST, EMBED_MODEL,"
+    say "CHAT_MODEL and ALT_CHAT_MODEL as README.md (Platforms) shows."
     say "Continuing with the embedded Postgres only."
     up_args=(--db-only)
 fi
+
+# --- the compose stack (compose.yaml) --------------------------------------------------------
+# Ports and models come from labkit.settings (LAB_STACK=compose), so they are written once: the ports
+# of DATABASE_URL and OLLAMA_HOST (default 5432 and 11434; compose.yaml publishes on them), and the
+# models EMBED_MODEL, CHAT_MODEL, ALT_CHAT_MODEL plus NO_TOOLS_MODEL (exercise 08's model without tools).
+compose_settings() {
+    python -c '
+from urllib.parse import urlsplit
+from labkit.settings import NO_TOOLS_MODEL, get_settings
+s = get_settings()
+print(urlsplit(s.database_url).port or 5432, urlsplit(s.ollama_host).port)
+print(*dict.fromkeys([s.embed_model, s.chat_model, s.alt_chat_model, NO_TOOLS_MODEL]))'
+}
+
+port_is_free() {  # nothing listens on 127.0.0.1:$1 (the bind docker compose would need succeeds)
+    python -c '
+import socket, sys
+with socket.socket() as sock:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", int(sys.argv[1])))
+    except OSError:
+        sys.exit(1)' "$1"
+}
+
+port_holder() {  # "name (pid N)" of the program listening on TCP port $1; empty when it is not visible
+    if command -v ss >/dev/null 2>&1; then
+        ss -ltnp "sport = :$1" | awk -F'"' '/users:/ && !seen++ { split($3, f, /[=,]/); print $2 " (pid " f[3] ")" }'
+    elif command -v lsof >/dev/null 2>&1; then
+        lsof -nP -iTCP:"$1" -sTCP:LISTEN -Fpc | awk 'sub(/^p/, "") { pid = $0 } sub(/^c/, "") && !seen++ { print $0 " (pid " pid ")" }'
+    else
+        python -c '
+import sys, psutil
+for c in psutil.net_connections("tcp"):
+    if c.status == psutil.CONN_LISTEN and c.laddr.port == int(sys.argv[1]) and c.pid:
+        print(f"{psutil.Process(c.pid).name()} (pid {c.pid})")
+        break' "$1"
+    fi
+}
+
+compose_check_ports() {  # SERVICE PORT VARIABLE ...: each port free, or published by that service already running
+    local running service port variable holder
+    running="$(docker compose ps --status running --services 2>/dev/null || true)"
+    while (($#)); do
+        service="$1" port="$2" variable="$3"
+        shift 3
+        grep -qx "$service" <<<"$running" && continue
+        port_is_free "$port" && continue
+        holder="$(port_holder "$port" 2>/dev/null)" || true
+        [[ -n "$holder" ]] || holder="another program (find it: ss -ltnp 'sport = :$port' or lsof -iTCP:$port -sTCP:LISTEN, as root for other users' programs)"
+        die "127.0.0.1:$port (compose service $service) is taken by $holder: stop it, or put another port in $variable"
+    done
+}
+
+compose_pull_missing() {  # pull only the models the ollama volume lacks: cached ones work offline
+    local model out
+    for model in "$@"; do
+        docker compose exec -T ollama ollama show "$model" >/dev/null 2>&1 && continue
+        say "pulling $model (not in the ollama volume yet) ..."
+        if ! out="$(docker compose exec -T ollama ollama pull "$model" 2>&1 | tee /dev/stderr)"; then
+            grep -qiE 'dial tcp|no such host|connection refused|i/o timeout|network is unreachable|TLS handshake' <<<"$out" \
+                && die "model $model is not in the ollama volume and the registry (registry.ollama.ai) could not be reached: connect to the network once to pull it"
+            die "ollama pull $model failed: $(tail -n 1 <<<"$out")"
+        fi
+    done
+}
 
 compose_up() {
     command -v docker >/dev/null 2>&1 \
         || die "docker is not installed: install Docker with the compose plugin, or run ./run.sh without --compose (embedded stack)"
     docker compose version >/dev/null 2>&1 || die "the docker compose plugin is missing (docker compose version failed)"
+    local settings ports models
+    settings="$(compose_settings)"
+    { read -r -a ports; read -r -a models; } <<<"$settings"
+    export LAB_COMPOSE_DB_PORT="${ports[0]}" LAB_COMPOSE_OLLAMA_PORT="${ports[1]}"  # compose.yaml publishes on them
+    compose_check_ports db "${ports[0]}" DATABASE_URL ollama "${ports[1]}" OLLAMA_HOST
     say "starting compose.yaml (db, ollama) and waiting for health checks ..."
     docker compose up -d --wait --wait-timeout 300
-    for model in qwen3-embedding:0.6b qwen3:1.7b deepseek-r1:1.5b; do
-        say "ollama pull $model"
-        docker compose exec -T ollama ollama pull "$model"
-    done
+    compose_pull_missing "${models[@]}"
 }
 
 if [[ "${LAB_STACK:-embedded}" == "compose" ]]; then

@@ -62,7 +62,7 @@ from .latent import LatentUnavailable, encode_latent, ensure_latent_terms, laten
 from .lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
 from .metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from .modelcheck import ModelMissing, check_models
-from .modes import SEARCH_MODES, available_modes, mode_problem, unavailable_modes
+from .modes import SEARCH_MODES, available_modes, mode_problem, skipped_note, unavailable_modes
 from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, plan
 from .ranking import Hit, ids
 from .scale import (
@@ -113,7 +113,7 @@ __all__ = [
     "encode_latent", "ensure_latent_terms", "search_latent", "latent_problem", "LatentUnavailable",
     "RRF_K", "BRANCHES", "SearchMode", "FusionConfig", "DEFAULT_FUSION", "HYBRID_SQL", "rrf", "fuse",
     "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
-    "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem",
+    "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",

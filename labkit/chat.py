@@ -45,9 +45,17 @@ class Reply:
     calls: list[dict[str, Any]] = field(default_factory=list)
     thinking: str = ""
     error: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of the call, queueing at the server included
     prompt_tokens: int | None = None
     eval_tokens: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # the server's own seconds: load, prompt, eval
+
+    @property
+    def model_seconds(self) -> float | None:
+        """Seconds the server spent reading the prompt and generating (no queueing), when it reported them."""
+        if "prompt" not in self.timings and "eval" not in self.timings:
+            return None
+        return self.timings.get("prompt", 0.0) + self.timings.get("eval", 0.0)
 
     @property
     def ok(self) -> bool:
@@ -106,6 +114,9 @@ def ask_model(
     content, reasoning = split_thinking(message.content or "", getattr(message, "thinking", None))
     calls = [{"name": call.function.name, "arguments": dict(call.function.arguments or {})}
              for call in (message.tool_calls or [])]
+    durations = {"load": "load_duration", "prompt": "prompt_eval_duration", "eval": "eval_duration"}
+    timings = {name: value / 1e9 for name, key in durations.items()
+               if isinstance(value := getattr(response, key, None), (int, float))}  # nanoseconds in the API
     return Reply(content=content, calls=calls, thinking=reasoning, seconds=time.perf_counter() - start,
                  prompt_tokens=getattr(response, "prompt_eval_count", None),
-                 eval_tokens=getattr(response, "eval_count", None))
+                 eval_tokens=getattr(response, "eval_count", None), timings=timings)

@@ -58,8 +58,8 @@ def engines_problem() -> str | None:
     missing = [name for name in ENGINES if importlib.util.find_spec(name) is None]
     if missing:
         return (f"The embedded model server needs {', '.join(missing)}, which exist for Linux x86_64 only. "
-                "Install Ollama natively (https://ollama.com), pull the models and set "
-                "OLLAMA_HOST=http://127.0.0.1:11434 (Postgres stays embedded).")
+                "Install Ollama natively (https://ollama.com), pull the models and export OLLAMA_HOST, "
+                "EMBED_MODEL, CHAT_MODEL and ALT_CHAT_MODEL as README.md (Platforms) shows (Postgres stays embedded).")
     try:
         runnable = importlib.util.find_spec("labkit.modelserver.__main__") is not None
     except ModuleNotFoundError:

