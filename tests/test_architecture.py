@@ -90,3 +90,26 @@ def test_no_module_below_the_edge_starts_or_finds_services(name):
     assert "stack" not in _labkit_imports(name, _modules()[name]) and "lab" not in _labkit_imports(name, _modules()[name])
     assert not used & START_UP, f"labkit.{name} uses {sorted(used & START_UP)}"
     assert "WeakKeyDictionary" not in used and "get_settings" not in used, f"labkit.{name} looks settings up itself"
+
+
+def _chat_calls(source: str) -> list[str]:
+    """Calls that send a chat request directly: ``x.chat(...)`` (the ollama client's method)."""
+    return [ast.unparse(node)[:80] for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "chat"]
+
+
+def test_ask_model_is_the_only_way_to_call_a_chat_model():
+    """Every chat request states `think` and separates reasoning: only labkit.chat sends one (the server excepted)."""
+    import json
+
+    sources = {name: path.read_text(encoding="utf-8") for name, path in _modules().items()
+               if name != "chat" and not name.startswith("modelserver")}
+    for notebook in sorted(PACKAGE.parent.glob("*/*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        for number, cell in enumerate(cells, start=1):
+            if cell["cell_type"] == "code":
+                sources[f"{notebook.relative_to(PACKAGE.parent)} cell {number}"] = "\n".join(
+                    line for line in "".join(cell["source"]).splitlines() if not line.startswith(("%", "!")))
+    direct = {name: calls for name, source in sources.items() if (calls := _chat_calls(source))}
+    assert not direct, f"chat requests outside labkit.chat.ask_model: {direct}"
+    assert _chat_calls("reply = lab.models.chat(model='m', messages=[])")  # the check itself can fail
