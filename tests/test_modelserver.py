@@ -21,7 +21,8 @@ pytestmark = pytest.mark.services
 CHAT = "qwen2.5-coder:1.5b"
 SMALL = "qwen2.5-coder:0.5b"
 EMBED = "multilingual-e5-small:q4"
-SERVED = (CHAT, SMALL, EMBED)
+QWEN_EMBED = "qwen2.5-coder-embed:0.5b"  # llama.cpp embeddings of SMALL's GGUF
+SERVED = (CHAT, SMALL, EMBED, QWEN_EMBED)
 FAST = {"temperature": 0, "seed": 1, "num_predict": 64}
 
 # Content of the seed article's SYSTEM prompt and its two tools.
@@ -52,10 +53,10 @@ def _is_ours(host: str | None) -> bool:
         return False
 
 
-def _start_server(*extra: str) -> tuple[subprocess.Popen, str]:
+def _start_server(*extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(port), *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     host = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while not _is_ours(host):
@@ -94,6 +95,7 @@ def test_lists_the_served_models(client, host):
     assert httpx.get(host).text == "Ollama is running"
     assert client.show(CHAT).capabilities == ["completion", "tools"]
     assert client.show(EMBED).capabilities == ["embedding"]
+    assert client.show(QWEN_EMBED).capabilities == ["embedding"]
 
 
 def test_bad_requests_get_clear_errors_and_keep_the_connection_usable(host):
@@ -210,11 +212,51 @@ def test_unknown_model_names_the_served_ones(client, call):
     assert all(name in str(info.value) for name in SERVED)
 
 
-def test_wrong_kind_of_model_is_a_clear_error(client):
-    with pytest.raises(ollama.ResponseError, match="does not support embeddings"):
-        client.embed(model=CHAT, input="x")
-    with pytest.raises(ollama.ResponseError, match="does not support chat"):
-        client.chat(model=EMBED, messages=[{"role": "user", "content": "x"}])
+def test_each_embedding_model_has_its_own_dimension(client):
+    """e5 and the llama.cpp embedder on one server: 384 vs 896, each as /api/show says."""
+    for model, width in ((EMBED, 384), (QWEN_EMBED, 896)):
+        vectors = client.embed(model=model, input=["Банк России сохранил ключевую ставку"]).embeddings
+        shown = client.show(model)
+        assert len(vectors[0]) == width == shown.modelinfo[f"{shown.details.family}.embedding_length"]
+        assert np.isclose(np.linalg.norm(vectors[0]), 1.0, atol=1e-4)
+
+
+def _refusal(call) -> str:
+    with pytest.raises(ollama.ResponseError) as info:
+        call()
+    assert info.value.status_code == 400, info.value.error
+    return info.value.error
+
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("model, call, message", [
+    (CHAT, lambda c, m: c.chat(model=m, messages=HI, think=True), '"{}" does not support thinking'),
+    (SMALL, lambda c, m: c.chat(model=m, messages=HI, think="high"), '"{}" does not support thinking'),
+    (CHAT, lambda c, m: list(c.chat(model=m, messages=HI, think=True, stream=True)), '"{}" does not support thinking'),
+    (CHAT, lambda c, m: c.chat(model=m, messages=[], think=True), '"{}" does not support thinking'),
+    (EMBED, lambda c, m: c.chat(model=m, messages=HI, think=True), '"{}" does not support thinking'),
+    (EMBED, lambda c, m: c.chat(model=m, messages=HI), '"{}" does not support chat'),
+    (QWEN_EMBED, lambda c, m: c.chat(model=m, messages=HI, tools=SEED_TOOLS), '"{}" does not support chat'),
+    (CHAT, lambda c, m: c.embed(model=m, input="x"), "{} does not support embedding"),
+    (SMALL, lambda c, m: c.embeddings(model=m, prompt="x"), "{} does not support embedding"),
+], ids=["think", "think-high", "think-stream", "think-load", "think-embed-model", "chat-embed-model",
+        "tools-embed-model", "embed-chat-model", "legacy-embeddings-chat-model"])
+def test_unsupported_capability_is_ollamas_400(client, model, call, message):
+    """Ollama 0.13's words (routes.go ChatHandler, handleScheduleError); none of these models can think."""
+    assert _refusal(lambda: call(client, model)) == message.format(model)
+
+
+def test_think_false_or_absent_is_an_ordinary_request(client, host):
+    for think in (False, None):
+        assert client.chat(model=SMALL, messages=[], think=think).done_reason == "load"
+    assert "thinking" not in client.show(CHAT).capabilities
+    with httpx.Client(base_url=host, timeout=30) as http:  # values the official client would not send
+        for think, error in (("max", 'invalid think value: "max" (must be "high", "medium", "low", true, or false)'),
+                             (1, 'think must be a boolean or string ("high", "medium", "low", true, or false)')):
+            answer = http.post("/api/chat", json={"model": CHAT, "messages": HI, "think": think, "stream": False})
+            assert (answer.status_code, answer.json()["error"]) == (400, error)
 
 
 def test_pull_succeeds_for_served_models_only(client):

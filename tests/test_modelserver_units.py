@@ -7,8 +7,10 @@ import json
 import pytest
 
 from labkit.modelserver import weights
+from labkit.modelserver.app import _thinks
 from labkit.modelserver.chat import _may_be_call
 from labkit.modelserver.convert import RequestError, ollama_stats, to_openai_messages, to_openai_request
+from labkit.modelserver.registry import MODELS
 from labkit.modelserver.toolcalls import looks_like_tool_call, parse_tool_calls, tool_call_schema, tool_names
 
 NAMES = ["search_articles", "get_metrics"]
@@ -175,3 +177,23 @@ def test_prepared_model_is_verified_and_cached():
     path = weights.prepare_model("qwen2.5-coder:0.5b")
     assert path.stat().st_size > 100_000_000
     assert weights._cached_digest(path) == weights.GGUF_MODELS["qwen2.5-coder:0.5b"].sha256
+
+
+@pytest.mark.parametrize("think, thinks", [(None, False), (False, False), (True, True), ("low", True), ("high", True)])
+def test_think_values_as_ollama_reads_them(think, thinks):
+    assert _thinks(think) is thinks
+
+
+@pytest.mark.parametrize("think, error", [("max", 'invalid think value: "max"'), (1, "think must be a boolean"),
+                                          ({"level": "high"}, "think must be a boolean")])
+def test_bad_think_values_are_refused(think, error):
+    with pytest.raises(RequestError, match=error):
+        _thinks(think)
+
+
+def test_llama_cpp_models_name_shipped_weights_and_their_width():
+    by_weights = {name: info for name, info in MODELS.items() if info.gguf}
+    assert set(by_weights) == {"qwen2.5-coder:1.5b", "qwen2.5-coder:0.5b", "qwen2.5-coder-embed:0.5b"}
+    assert all(info.digest == weights.GGUF_MODELS[info.gguf].sha256 for info in by_weights.values())
+    assert MODELS["qwen2.5-coder-embed:0.5b"].embedding_length == MODELS[MODELS["qwen2.5-coder-embed:0.5b"].gguf].embedding_length
+    assert (MODELS["multilingual-e5-small:q4"].gguf, MODELS["multilingual-e5-small:q4"].digest) == ("", "")

