@@ -7,7 +7,7 @@ every function below takes that ``Lab`` (or plain data) as its argument.
 """
 
 from .agent import Agent, AgentResult, open_checkpointer, planner_context
-from .agent_eval import AgentQuestion, choice_is_correct, evaluate_tool_choice, load_agent_questions
+from .agent_eval import AgentQuestion, choice_is_correct, evaluate_agent, evaluate_tool_choice, load_agent_questions
 from .bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
 from .chat import Reply, ask_model, split_thinking
 from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf, ready
@@ -18,6 +18,8 @@ from .corpus import (
     DATA_DIR,
     HELDOUT_PATH,
     QUERIES_PATH,
+    RETRIEVAL_PATH,
+    SPLITS,
     TONE_NAMES,
     TONES,
     TOPIC_NAMES,
@@ -27,6 +29,7 @@ from .corpus import (
     LabelledQuery,
     load_corpus,
     load_queries,
+    query_kinds,
 )
 from .db import DatabaseUnavailable, LoadReport, connect, ensure_corpus, lab_vector_table, vector_table
 from .embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
@@ -42,6 +45,9 @@ from .evaluation import (
     time_modes,
     tune_fusion,
 )
+from .expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
+from .expansion import ExpansionReport, ensure_expansion, parse_questions
+from .faithfulness import check_answer, faithfulness_rate
 from .fusion import (
     BRANCHES,
     DEFAULT_FUSION,
@@ -54,6 +60,7 @@ from .fusion import (
     search_fused,
     search_hybrid,
     search_hybrid_bm25,
+    search_hybrid_expanded,
     search_hybrid_latent,
     search_hybrid_sql,
 )
@@ -64,6 +71,7 @@ from .metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k,
 from .modelcheck import ModelMissing, check_models
 from .modes import SEARCH_MODES, available_modes, mode_problem, skipped_note, unavailable_modes
 from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, plan
+from .prf import DEFAULT_PRF, PrfConfig, search_hybrid_prf, search_vector_prf
 from .ranking import Hit, ids
 from .scale import (
     build_hnsw,
@@ -101,6 +109,7 @@ __all__ = [
     "up", "down", "status", "ensure_stack", "Lab", "setup", "open_lab", "ModelMissing", "check_models",
     # data
     "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
+    "RETRIEVAL_PATH", "SPLITS", "query_kinds",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
     # database and embeddings
     "DatabaseUnavailable", "LoadReport", "connect", "ensure_corpus", "vector_table", "lab_vector_table",
@@ -113,6 +122,9 @@ __all__ = [
     "encode_latent", "ensure_latent_terms", "search_latent", "latent_problem", "LatentUnavailable",
     "RRF_K", "BRANCHES", "SearchMode", "FusionConfig", "DEFAULT_FUSION", "HYBRID_SQL", "rrf", "fuse",
     "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
+    "ensure_expansion", "ExpansionReport", "parse_questions", "search_expanded", "search_expanded_lexical",
+    "sync_expanded_vectors", "search_hybrid_expanded", "PrfConfig", "DEFAULT_PRF", "search_vector_prf",
+    "search_hybrid_prf",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
@@ -127,7 +139,8 @@ __all__ = [
     "get_metrics", "search_articles", "tool_schema",
     "Reply", "ask_model", "split_thinking", "FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan",
     "Agent", "AgentResult", "open_checkpointer", "planner_context",
-    "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions",
+    "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions", "evaluate_agent",
+    "check_answer", "faithfulness_rate",
     # exercises
     "CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf",
     # texts for people

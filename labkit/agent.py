@@ -13,7 +13,7 @@ import operator
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pandas as pd
@@ -21,10 +21,11 @@ import psycopg
 from psycopg.rows import dict_row
 
 from .db import CHECKPOINT_LOCK, advisory_lock
+from .faithfulness import check_answer, extractive_answer, strip_ids
 from .planner import ANSWER_TOKENS, FINAL_PROMPT, SYSTEM_PROMPT, plan
 from .settings import Settings
 from .text import ERROR_CHARS, PREVIEW_CHARS, shorten
-from .tools import DEFAULT_TOOLS, call_tool
+from .tools import DEFAULT_TOOLS, call_tool, format_result
 
 if TYPE_CHECKING:  # langgraph is imported lazily: `import labkit` must stay fast for the CLI
     from langchain_core.runnables import RunnableConfig
@@ -58,6 +59,7 @@ class AgentState(TypedDict, total=False):
     last_error: str
     answer: str
     requires_human: bool
+    retelling_ok: bool | None  # the model's retelling passed check_answer (False: the answer quotes instead)
 
 
 @dataclass
@@ -72,6 +74,13 @@ class AgentResult:
     trace: pd.DataFrame
     seconds: float
     thread_id: str
+    sources: list[str] = field(default_factory=list)  # what the successful tool calls returned
+    retelling_ok: bool | None = None  # the model's retelling passed the check (None: no retelling was made)
+
+    @property
+    def faithful(self) -> bool | None:
+        """Does the answer hold to the sources (``check_answer``)? None when no tool returned data."""
+        return check_answer(self.answer, [strip_ids(s) for s in self.sources], self.question).ok if self.sources else None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (used by ``./run.sh ask --json``)."""
@@ -84,6 +93,8 @@ class AgentResult:
             "thread_id": self.thread_id,
             "trace": self.trace.to_dict(orient="records"),
             "seconds": round(self.seconds, 3),
+            "faithful": self.faithful,
+            "retelling_ok": self.retelling_ok,
         }
 
 
@@ -212,13 +223,25 @@ class Agent:
                 "errors": state["errors"] + int(failed)}
 
     def _finalizer(self, state: AgentState) -> dict[str, Any]:
-        prompt = "Данные из базы:\n" + "\n".join(state["results"]) + f"\n\nВопрос: {state['question']}"
+        """The answer: counts are read out as they are; retold search results are checked and quoted if unfaithful."""
+        results, question = state["results"], state["question"]
+        counted = all(c["name"] == "get_metrics" for c in state["tool_calls"] if c["ok"])
+        if counted or all(r == format_result([]) for r in results):  # a count (or nothing) needs no retelling
+            answer = " ".join(results)
+            row = _row("finalizer", 0.0, preview=answer)
+            return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
+                    "trace": [*state["trace"], row], "retelling_ok": None}
+        data = [strip_ids(r) for r in results]
+        prompt = "Данные из базы:\n" + "\n".join(data) + f"\n\nВопрос: {question}"
         messages = [{"role": "system", "content": FINAL_PROMPT}, {"role": "user", "content": prompt}]
         step = plan(self.chat, self.model, messages, tools=[], num_predict=ANSWER_TOKENS)  # no tools: text only
-        row = _row("finalizer", step.seconds, preview=step.content,
+        verdict = check_answer(step.content, data, question)
+        answer = step.content if verdict.ok and step.content else extractive_answer(results)
+        preview = answer if verdict.ok else f"{answer} (пересказ отброшен: {'; '.join(verdict.problems[:2])})"
+        row = _row("finalizer", step.seconds, preview=preview,
                    prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
-        return {"messages": [{"role": "assistant", "content": step.content}], "answer": step.content,
-                "trace": [*state["trace"], row]}
+        return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
+                "trace": [*state["trace"], row], "retelling_ok": verdict.ok}
 
     def _give_up(self, state: AgentState) -> dict[str, Any]:
         if state["errors"]:
@@ -255,7 +278,7 @@ class Agent:
         turn: AgentState = {"messages": [{"role": "user", "content": question}], "question": question,
                             "trace": [], "tool_calls": [], "results": [], "errors": 0, "failed": False,
                             "last_error": "",
-                            "answer": "", "requires_human": False}
+                            "answer": "", "requires_human": False, "retelling_ok": None}
         start = time.perf_counter()
         state: dict[str, Any] = dict(turn)
         try:
@@ -276,6 +299,8 @@ class Agent:
             trace=_trace_frame(state.get("trace", [])),
             seconds=time.perf_counter() - start,
             thread_id=thread_id,
+            sources=list(state.get("results", [])),
+            retelling_ok=state.get("retelling_ok"),
         )
 
     def history(self, thread_id: str) -> list[dict[str, Any]]:

@@ -18,11 +18,14 @@ __all__ = [
     "CORPUS_PATH",
     "QUERIES_PATH",
     "HELDOUT_PATH",
+    "RETRIEVAL_PATH",
+    "SPLITS",
     "Doc",
     "LabelledQuery",
     "DataError",
     "load_corpus",
     "load_queries",
+    "query_kinds",
     "read_records",
     "TOPICS",
     "COMPANIES",
@@ -35,6 +38,9 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 CORPUS_PATH = DATA_DIR / "corpus.jsonl"
 QUERIES_PATH = DATA_DIR / "queries.jsonl"
 HELDOUT_PATH = DATA_DIR / "heldout.jsonl"  # written after the corpus, never used for tuning (11_beyond_rrf)
+# Larger labelled set with a "kind" and a fixed "split" per query: tune on "tune", report on "report" only.
+RETRIEVAL_PATH = DATA_DIR / "retrieval.jsonl"
+SPLITS: tuple[str, ...] = ("tune", "report")
 
 
 class DataError(LabError, ValueError):
@@ -111,8 +117,15 @@ def load_corpus(path: str | Path | None = None) -> list[Doc]:
     return [docs[doc_id] for doc_id in sorted(docs)]
 
 
-def load_queries(path: str | Path | None = None) -> list[LabelledQuery]:
-    """Read labelled queries (default ``labkit/data/queries.jsonl``). Taught in 05_evaluation."""
+def load_queries(path: str | Path | None = None, split: str | None = None) -> list[LabelledQuery]:
+    """Read labelled queries (default ``labkit/data/queries.jsonl``). Taught in 05_evaluation.
+
+    Fields other than ``query`` and ``relevant`` are ignored, unless ``split`` ("tune" or "report") is
+    given: then only records whose ``split`` field equals it are kept, and a record without a valid
+    ``split`` is a DataError naming file:line. An unknown ``split`` argument is a ValueError.
+    """
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
     path = Path(path) if path is not None else QUERIES_PATH
     queries: list[LabelledQuery] = []
     for number, record in read_records(path):
@@ -121,10 +134,34 @@ def load_queries(path: str | Path | None = None) -> list[LabelledQuery]:
         relevant = _field(record, "relevant", list, where)
         if not relevant or not all(isinstance(i, int) and not isinstance(i, bool) for i in relevant):
             raise DataError(f"{where}: 'relevant' must be a non-empty list of document ids, got {relevant!r}")
+        if split is not None:
+            record_split = _field(record, "split", str, where)
+            if record_split not in SPLITS:
+                raise DataError(f"{where}: field 'split' must be one of {', '.join(SPLITS)}, got {record_split!r}")
+            if record_split != split:
+                continue
         queries.append(LabelledQuery(query=query, relevant=frozenset(relevant)))
     if not queries:
-        raise DataError(f"{path}: no queries in the file")
+        where_split = f" with split {split!r}" if split is not None else ""
+        raise DataError(f"{path}: no queries{where_split} in the file")
     return queries
+
+
+def query_kinds(path: str | Path) -> dict[str, str]:
+    """Map each query of a labelled file to its ``kind`` (e.g. "paraphrase", "typo"), for per-kind tables.
+
+    Every record must have a string ``kind`` (DataError naming file:line otherwise); the same query
+    listed twice with different kinds is a DataError too.
+    """
+    path = Path(path)
+    kinds: dict[str, str] = {}
+    for number, record in read_records(path):
+        where = f"{path}:{number}"
+        query = _field(record, "query", str, where)
+        kind = _field(record, "kind", str, where)
+        if kinds.setdefault(query, kind) != kind:
+            raise DataError(f"{where}: query {query!r} listed again with kind {kind!r} (was {kinds[query]!r})")
+    return kinds
 
 
 _CORPUS = load_corpus()

@@ -39,12 +39,16 @@ __all__ = [
     "LOAD_LOCK",
     "LATENT_LOCK",
     "CHECKPOINT_LOCK",
+    "EXPANSION_LOCK",
+    "EXPANDED_VEC_LOCK",
 ]
 
 # Keys of the session-level advisory locks that serialise work across kernels, all in one place.
 LOAD_LOCK = 0x6C61626B6974  # 'labkit' in ASCII: ensure_corpus
 LATENT_LOCK = 0x1A7E_2715  # (re)encoding the latent terms (labkit.latent)
 CHECKPOINT_LOCK = 0x6C6B6167656E74  # PostgresSaver.setup() of the agent's checkpointer
+EXPANSION_LOCK = 0x6578_7061_6E64  # 'expand': generating search questions per document (labkit.expansion)
+EXPANDED_VEC_LOCK = 0x6578_7076_6563  # 'expvec': (re)embedding the expanded documents (labkit.expanded)
 
 SCHEMA_DDL: list[sql.SQL | sql.Composed] = [
     sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),

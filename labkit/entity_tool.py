@@ -11,20 +11,21 @@ from collections.abc import Callable
 from typing import Any
 
 from .context import Lab  # at run time: tool_schema resolves the tools' type hints
+from .planner import SYSTEM_PROMPT
 from .tools import DEFAULT_TOOLS, Company, Tone
 
-__all__ = ["ENTITY_LIMIT", "search_by_entity", "FINAL_TOOLS"]
+__all__ = ["ENTITY_LIMIT", "search_by_entity", "FINAL_TOOLS", "FINAL_SYSTEM"]
 
 ENTITY_LIMIT = 5  # search_by_entity returns at most this many documents
 
 
 def search_by_entity(lab: Lab, company: Company | None = None, tone: Tone | None = None) -> list[dict[str, Any]]:
-    """Find news about a company and/or with a given tone (positive, negative, neutral).
+    """Find news about one of the listed companies and/or with a given tone (positive, negative, neutral).
 
     Taught in 09_task_entity_tool. Returns at most five documents, ordered by id.
 
     Args:
-        company: company or organisation the news are about
+        company: company or organisation the news are about, only one of the listed ones
         tone: tone of the news
     """
     with lab.conn.cursor() as cur:
@@ -43,3 +44,6 @@ def search_by_entity(lab: Lab, company: Company | None = None, tone: Tone | None
 
 
 FINAL_TOOLS: tuple[Callable[..., Any], ...] = (*DEFAULT_TOOLS, search_by_entity)
+# The system prompt of the course's final agent: exercise 09's hint on when to call the third tool.
+FINAL_SYSTEM = SYSTEM_PROMPT + (" Если спрашивают о новостях конкретной компании или о негативных, позитивных "
+                                "или нейтральных новостях, вызови search_by_entity.")

@@ -23,6 +23,7 @@ from psycopg import sql
 from .bm25 import search_bm25
 from .db import lab_vector_table
 from .embedcache import cached_query_embedding
+from .expanded import search_expanded, search_expanded_lexical
 from .latent import search_latent
 from .lexical import lexical_sql, query_words, search_lexical
 from .ranking import Hit, from_scores, ids
@@ -46,6 +47,8 @@ __all__ = [
     "search_hybrid",
     "search_hybrid_bm25",
     "search_hybrid_latent",
+    "HYBRID_EXPANDED",
+    "search_hybrid_expanded",
     "HYBRID_SQL",
     "search_hybrid_sql",
 ]
@@ -61,6 +64,9 @@ BRANCHES: dict[str, SearchMode] = {
     "lexical": search_lexical,  # ts_rank_cd
     "bm25": search_bm25,
     "latent": search_latent,
+    # issue 11: the documents expanded with generated search questions (labkit.expansion fills them)
+    "expanded": search_expanded,
+    "expanded_lexical": search_expanded_lexical,  # ts_rank_cd over body + questions
 }
 """The single-signal rankings a fusion can combine, by name."""
 
@@ -150,6 +156,16 @@ def search_hybrid_bm25(
 ) -> list[Hit]:
     """RRF of the vector and BM25 branches (BM25 in place of ts_rank_cd); weights (vector, bm25). Taught in 10_bm25."""
     return search_fused(lab, query, FusionConfig.of({"vector": weights[0], "bm25": weights[1]}, rrf_k), top_k)
+
+
+# issue 11: picked by tune_fusion (Recall@3, then MRR) on the "tune" split of retrieval.jsonl only, over the
+# expanded vector branch x {lexical, expanded_lexical, bm25} x weights {0.5, 1, 2}^2 x rrf_k {5, 10, 30, 60}.
+HYBRID_EXPANDED = FusionConfig.of({"expanded": 2.0, "expanded_lexical": 0.5}, rrf_k=5)
+
+
+def search_hybrid_expanded(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
+    """RRF of the expanded-document vector branch and a lexical branch (HYBRID_EXPANDED)."""
+    return search_fused(lab, query, HYBRID_EXPANDED, top_k)
 
 
 def search_hybrid_latent(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:

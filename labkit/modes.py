@@ -15,8 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .fusion import BRANCHES, SearchMode, search_hybrid, search_hybrid_bm25, search_hybrid_latent
+from .fusion import (
+    BRANCHES,
+    SearchMode,
+    search_hybrid,
+    search_hybrid_bm25,
+    search_hybrid_expanded,
+    search_hybrid_latent,
+)
 from .latent import latent_problem
+from .prf import search_hybrid_prf
 
 __all__ = ["SearchMode", "SEARCH_MODES", "NEEDS", "mode_problem", "available_modes", "unavailable_modes",
            "skipped_note"]
@@ -30,6 +38,11 @@ SEARCH_MODES: dict[str, SearchMode] = {
     "hybrid_bm25": search_hybrid_bm25,
     "latent": BRANCHES["latent"],
     "hybrid_latent": search_hybrid_latent,
+    # issue 11: documents expanded with generated questions (labkit.expansion), pseudo-relevance feedback
+    "expanded": BRANCHES["expanded"],
+    "expanded_lexical": BRANCHES["expanded_lexical"],
+    "hybrid_expanded": search_hybrid_expanded,
+    "hybrid_prf": search_hybrid_prf,
 }
 
 # mode or branch name -> a check returning why it cannot run here (None: it can)

@@ -26,6 +26,7 @@ from .text import ERROR_CHARS, VALUE_CHARS, count, shorten
 
 __all__ = [
     "DEFAULT_TOOLS",
+    "ENUM_GLOSSES",
     "MAX_STRING_LENGTH",
     "Company",
     "Tone",
@@ -44,6 +45,25 @@ Company = Literal[COMPANIES]  # type: ignore[valid-type]
 Tone = Literal[TONES]  # type: ignore[valid-type]
 
 MAX_STRING_LENGTH = 200  # longer model-supplied strings are refused
+# Russian glosses of the enum codes, shown to the model in the schema: it reads Russian questions,
+# and «нефть и металлы» or «ключевая ставка» name no code. Built from what the corpus's topics hold.
+ENUM_GLOSSES: dict[str, str] = {
+    "commodities": "сырьё: нефть, золото, серебро, металлы, добыча",
+    "energy": "энергетика: электроэнергия",
+    "finance": "финансы: банки, прибыль компаний, курс рубля, облигации",
+    "incident": "происшествия: кибератаки, сбои",
+    "monetary": "денежно-кредитная политика: ключевая ставка ЦБ",
+    "realty": "недвижимость: жильё, квартиры",
+    "retail": "розничная торговля: магазины, ритейлеры",
+    "sport": "спорт: соревнования, медали, матчи",
+    "tech": "технологии: нейросети, смартфоны, IT",
+    "positive": "позитивные, хорошие новости",
+    "negative": "негативные, плохие новости",
+    "neutral": "нейтральные новости",
+}
+_unglossed = [code for code in (*TOPICS, *TONES) if code not in ENUM_GLOSSES]
+if _unglossed:  # a new code in the data needs a gloss the model can match to a Russian question
+    raise RuntimeError(f"no Russian gloss for {_unglossed}: add it to ENUM_GLOSSES in labkit/tools.py")
 TOP_K = 3  # search_articles returns this many documents
 
 
@@ -131,6 +151,9 @@ def tool_schema(func: Callable[..., Any]) -> dict[str, Any]:
         prop: dict[str, Any] = {"type": "string", "description": p.description}
         if p.enum:
             prop["enum"] = list(p.enum)
+            glossed = [f"{value} — {ENUM_GLOSSES[value]}" for value in p.enum if value in ENUM_GLOSSES]
+            if glossed:
+                prop["description"] = f"{p.description}. Значения: " + "; ".join(glossed)
         properties[p.name] = prop
     summary = (inspect.getdoc(func) or func.__name__).split("\n\n")[0].replace("\n", " ")
     return {

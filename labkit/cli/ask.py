@@ -1,6 +1,9 @@
 """``ask``: one question to the agent from the shell (taught in 06_agent).
 
-    ./run.sh ask "QUESTION" [--model NAME] [--json] [--thread ID]
+    ./run.sh ask "QUESTION" [--model NAME] [--tools final|lesson] [--json] [--thread ID]
+
+By default the course's final agent answers: three tools (search_articles, get_metrics and
+exercise 09's search_by_entity); ``--tools lesson`` gives 06_agent's agent with two.
 
 The JSON object (``tool_calls``, ``answer``, ``requires_human``, ...) is a public
 contract: extend it, never break it.
@@ -13,7 +16,12 @@ import json
 from typing import Any
 
 from ..agent import Agent
+from ..entity_tool import FINAL_SYSTEM, FINAL_TOOLS
 from ..lab import setup
+from ..planner import SYSTEM_PROMPT
+from ..tools import DEFAULT_TOOLS
+
+AGENTS = {"final": (FINAL_TOOLS, FINAL_SYSTEM), "lesson": (DEFAULT_TOOLS, SYSTEM_PROMPT)}
 
 __all__ = ["register", "run"]
 
@@ -24,6 +32,8 @@ def register(sub: Any) -> None:
                             description="Ask the lab's LangGraph agent one question.")
     parser.add_argument("question", help="the question, in quotes")
     parser.add_argument("--model", help="chat model (default: CHAT_MODEL of the settings)")
+    parser.add_argument("--tools", choices=list(AGENTS), default="final",
+                        help="final: the course's agent with search_by_entity (default); lesson: 06_agent's two tools")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--thread", help="thread id: continue a saved conversation (new one if omitted)")
     parser.set_defaults(run=run)
@@ -34,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.question.strip():
         args.parser.error("the question is empty")
     with setup(quiet=True) as lab:
-        agent = Agent(lab, model=args.model)
+        tools, system = AGENTS[args.tools]
+        agent = Agent(lab, model=args.model, tools=tools, system=system)
         try:
             result = agent.ask(args.question, thread_id=args.thread)
         finally:

@@ -1,0 +1,118 @@
+"""Document expansion (issue 11): questions generated once per document, the expanded and PRF modes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from psycopg import sql
+
+import labkit as lk
+from labkit.expanded import EXPANDED_TEXT_SQL, EXPANDED_VEC_TABLE, EXPANSION_TABLE
+from labkit.expansion import ensure_expansion, parse_questions
+
+NEW_MODES = ["expanded", "expanded_lexical", "hybrid_expanded", "hybrid_prf"]
+ODD_QUERIES = ["", "   ", "🙂🙂", "'; DROP TABLE news; --", "a & b | !c <-> :*", "\x00\ud800", "золото " * 500]
+
+
+def test_parse_questions_strips_numbering_and_junk():
+    answer = ("Вот запросы:\n1. Цена золота выросла\n2) Почему дорожает золото?\n- «Рекорд цены золота»\n"
+              "Запрос 4: лишний запрос про золото\n")
+    assert parse_questions(answer) == ["Цена золота выросла", "Почему дорожает золото?", "Рекорд цены золота"]
+
+
+def test_parse_questions_drops_garbage_repeats_and_the_body():
+    body = "Цена золота обновила максимум"
+    assert parse_questions("", body) == []
+    assert parse_questions("```\n{}\n```\nSure! Here you go\n42", body) == []
+    assert parse_questions("Цена золота обновила максимум.\nзолото\nЦена золота\nцена золота", body) == ["Цена золота"]
+    assert parse_questions("x " * 300 + "\nслово " * 20) == []
+
+
+class CountingChat:
+    """The real chat client, counted."""
+
+    def __init__(self, lab: lk.Lab) -> None:
+        self.lab, self.calls = lab, 0
+
+    def __call__(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.lab.models.chat(**kwargs)
+
+
+@pytest.fixture()
+def scratch(lab: lk.Lab) -> Iterator[lk.Lab]:
+    """The lab on a private schema holding a two-document copy of ``news`` (public tables stay untouched)."""
+    schema = f"test_expansion_{uuid.uuid4().hex[:10]}"
+    conn = lab.conn
+    conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+        conn.execute("CREATE TABLE news (LIKE public.news INCLUDING ALL)")
+        conn.execute("INSERT INTO news (id, body, company, tone, topic) "
+                     "SELECT id, body, company, tone, topic FROM public.news WHERE id IN (1, 6)")
+        yield lab
+    finally:
+        conn.execute("SET search_path TO public")
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _rows(lab: lk.Lab, table: str) -> dict[int, tuple[Any, ...]]:
+    rows = lab.conn.execute(sql.SQL("SELECT * FROM {} ORDER BY 1").format(sql.Identifier(table))).fetchall()
+    return {row[0]: row for row in rows} if table == EXPANSION_TABLE else {row[1]: row for row in rows}
+
+
+@pytest.mark.services
+def test_questions_are_generated_once_and_only_for_changed_documents(scratch):
+    lab = scratch
+    chat = CountingChat(lab)
+    first = ensure_expansion(lab, send=chat)
+    assert (chat.calls, first.generated, first.documents, first.embedded) == (2, 2, 2, 2)
+    stored = _rows(lab, EXPANSION_TABLE)
+    assert sorted(stored) == [1, 6] and all(row[2] == lab.chat_model for row in stored.values())
+
+    again = ensure_expansion(lab, send=chat)
+    assert (chat.calls, again.generated, again.reused, again.embedded) == (2, 0, 2, 0)
+    assert _rows(lab, EXPANSION_TABLE) == stored  # not even created_at moved
+
+    lab.conn.execute("UPDATE news SET body = body || ' Подробности позже.' WHERE id = 6")
+    stale_text = dict(lab.conn.execute(EXPANDED_TEXT_SQL, {"chat_model": lab.chat_model}).fetchall())
+    assert stale_text[6].endswith("Подробности позже.")  # a stale row's questions are not searched
+    changed = ensure_expansion(lab, send=chat)
+    assert (chat.calls, changed.generated, changed.reused) == (3, 1, 1)
+    after = _rows(lab, EXPANSION_TABLE)
+    assert after[1] == stored[1] and after[6][1] != stored[6][1]
+
+    lab.conn.execute("DELETE FROM news WHERE id = 1")
+    dropped = ensure_expansion(lab, send=chat)
+    assert (chat.calls, dropped.generated, dropped.dropped) == (3, 0, 1)
+    assert sorted(_rows(lab, EXPANSION_TABLE)) == [6]
+    lk.search_expanded(lab, "золото", 3)  # a search brings the vector rows in line too
+    assert sorted(_rows(lab, EXPANDED_VEC_TABLE)) == [6]
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("mode", NEW_MODES)
+def test_new_modes_take_any_string(lab, mode):
+    search = lk.SEARCH_MODES[mode]
+    for query in ODD_QUERIES:
+        hits = search(lab, query, 3)
+        assert isinstance(hits, list) and len(hits) <= 3 and all(isinstance(h, lk.Hit) for h in hits)
+    assert lk.ids(search(lab, "цена золота", 3))  # and a real query finds something
+    assert lab.conn.execute("SELECT count(*) FROM news").fetchone()[0] == 30
+
+
+@pytest.mark.services
+def test_expanded_modes_evaluate_end_to_end(lab):
+    queries = lk.load_queries()[:4]
+    report = lk.evaluate(lab, queries, NEW_MODES)
+    assert report.modes == tuple(NEW_MODES)
+    for q in report.queries:
+        for mode in NEW_MODES:
+            ranking = q.rankings[mode]
+            assert len(set(ranking)) == len(ranking) and (len(ranking) == 10 or mode == "expanded_lexical")
+    means = report.to_frame()
+    assert ((means >= 0) & (means <= 1)).all().all()
+    assert means.loc["expanded", "recall@3"] > 0
