@@ -30,6 +30,11 @@ _WORD = re.compile(r"[а-яёa-z]+", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 _COUNTED = re.compile(r"(\d+)\s+(новост[а-яё]*)", re.IGNORECASE)
 _DOC_ID = re.compile(r"\[\d+\]")
+# Numbers written as words count as numbers: «три новости» must match a 3 in the data.
+_NUMBER_WORDS = {stem: n for n, stems in enumerate([
+    (), ("один", "одна", "одно", "одну"), ("два", "две", "двух"), ("три", "трёх", "трех"), ("четыр",), ("пять", "пяти"),
+    ("шесть", "шести"), ("семь", "семи"), ("восемь", "восьми"), ("девять", "девяти"), ("десять", "десяти"),
+]) for stem in stems}
 _CODES = {*TOPICS, *TONES, "search_articles", "get_metrics", "search_by_entity"}
 # Words any faithful retelling may use although no result contains them (how Russian talks about news).
 _FRAME = ("новост", "сообщ", "пишут", "говор", "найде", "нашл", "нашёл", "базе", "данны", "котор", "такж", "также",
@@ -63,18 +68,24 @@ def check_answer(answer: str, results: Sequence[str], question: str = "") -> Fai
     counted = re.sub(rf"^Нашлось {found} ", "Нашлось ", answer)  # how many results: said only as extractive_answer does
     problems += [f"число {n} не из данных" for n in _NUMBER.findall(counted)
                  if n.replace(",", ".") not in known_numbers]
+    for word in _WORD.findall(counted):
+        value = next((n for stem, n in _NUMBER_WORDS.items()
+                      if word.casefold() == stem or (len(stem) > 4 and word.casefold().startswith(stem))), None)
+        if value is not None and str(value) not in known_numbers and not any(
+                word.casefold()[:STEM] in _stems([text]) for text in sources):
+            problems.append(f"число «{word}» ({value}) не из данных")
     problems += [f"служебный код {code}" for code in _CODES
                  if re.search(rf"(?<![\w-]){re.escape(code)}(?![\w-])", answer, re.IGNORECASE)]
     problems += [f"номер документа {match}" for match in _DOC_ID.findall(answer)]
     known = _stems(sources)
     for word in _WORD.findall(answer):
         stem = word.casefold()[:STEM]
-        if len(word) > STEM and stem not in known and not word.casefold().startswith(_FRAME):
+        if len(word) >= STEM and stem not in known and not word.casefold().startswith(_FRAME):
             problems.append(f"слово «{word}» не из данных")
     lines = [line for text in results for line in text.splitlines() if line.strip()]
     for sentence in re.split(r"[.!?;,]+", answer):  # a clause at a time: «X, а Y» may join two news
         words = {w.casefold()[:STEM] for w in _WORD.findall(sentence)
-                 if len(w) > STEM and not w.casefold().startswith(_FRAME)}
+                 if len(w) >= STEM and not w.casefold().startswith(_FRAME)}
         best = max((len(words & _stems([line])) for line in lines), default=0)
         if len(words) >= 3 and best < COVERAGE * len(words):
             problems.append(f"фраза «{sentence.strip()[:60]}» смешивает разные новости")
