@@ -79,8 +79,11 @@ class AgentResult:
 
     @property
     def faithful(self) -> bool | None:
-        """Does the answer hold to the sources (``check_answer``)? None when no tool returned data."""
-        return check_answer(self.answer, [strip_ids(s) for s in self.sources], self.question).ok if self.sources else None
+        """Does the answer hold to the sources (``check_answer``)? None when no tool returned data or the agent
+        handed the question to a human (its message reports the failure, not the data)."""
+        if not self.sources or self.requires_human:
+            return None
+        return check_answer(self.answer, [strip_ids(s) for s in self.sources], self.question).ok
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (used by ``./run.sh ask --json``)."""
