@@ -64,29 +64,28 @@ def check_answer(answer: str, results: Sequence[str], question: str = "") -> Fai
     sources = [*results, question]
     problems: list[str] = []
     known_numbers = {n.replace(",", ".") for text in sources for n in _NUMBER.findall(text)}
-    found = sum(1 for text in results for line in text.splitlines() if line.strip())
-    counted = re.sub(rf"^Нашлось {found} ", "Нашлось ", answer)  # how many results: said only as extractive_answer does
+    known = _stems(sources)
+    lines = [line for text in results for line in text.splitlines() if line.strip()]
+    counted = re.sub(rf"^Нашлось {len(lines)} ", "Нашлось ", answer)  # how many results: said only as extractive_answer does
     problems += [f"число {n} не из данных" for n in _NUMBER.findall(counted)
                  if n.replace(",", ".") not in known_numbers]
     for word in _WORD.findall(counted):
         value = next((n for stem, n in _NUMBER_WORDS.items()
                       if word.casefold() == stem or (len(stem) > 4 and word.casefold().startswith(stem))), None)
-        if value is not None and str(value) not in known_numbers and not any(
-                word.casefold()[:STEM] in _stems([text]) for text in sources):
+        if value is not None and str(value) not in known_numbers and word.casefold()[:STEM] not in known:
             problems.append(f"число «{word}» ({value}) не из данных")
     problems += [f"служебный код {code}" for code in _CODES
                  if re.search(rf"(?<![\w-]){re.escape(code)}(?![\w-])", answer, re.IGNORECASE)]
     problems += [f"номер документа {match}" for match in _DOC_ID.findall(answer)]
-    known = _stems(sources)
     for word in _WORD.findall(answer):
         stem = word.casefold()[:STEM]
         if len(word) >= STEM and stem not in known and not word.casefold().startswith(_FRAME):
             problems.append(f"слово «{word}» не из данных")
-    lines = [line for text in results for line in text.splitlines() if line.strip()]
+    line_stems = [_stems([line]) for line in lines]
     for sentence in re.split(r"[.!?;,]+", answer):  # a clause at a time: «X, а Y» may join two news
         words = {w.casefold()[:STEM] for w in _WORD.findall(sentence)
                  if len(w) >= STEM and not w.casefold().startswith(_FRAME)}
-        best = max((len(words & _stems([line])) for line in lines), default=0)
+        best = max((len(words & stems) for stems in line_stems), default=0)
         if len(words) >= 3 and best < COVERAGE * len(words):
             problems.append(f"фраза «{sentence.strip()[:60]}» смешивает разные новости")
     for number, noun in _COUNTED.findall(answer):

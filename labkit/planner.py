@@ -69,7 +69,7 @@ def drop_ungrounded(calls: list[dict[str, Any]], question: str,
     filter-only tool left with no filter at all would list arbitrary news: the call becomes a
     free-text search for the question instead, when such a tool is offered.
     """
-    schemas = {tool_schema(func)["function"]["name"]: tool_schema(func)["function"]["parameters"] for func in tools}
+    schemas = {schema["name"]: schema["parameters"] for schema in (tool_schema(func)["function"] for func in tools)}
     search = next((name for name, schema in schemas.items() if schema["required"] == ["query"]), None)
     kept = []
     for call in calls:
