@@ -164,8 +164,11 @@ print(port, secrets.token_hex(16))')
         root_flag=()
         [[ "$(id -u)" == "0" ]] && root_flag=(--allow-root)
         say "JupyterLab: http://127.0.0.1:$port/lab?token=$token"
+        # The token goes in the environment: a command line is visible to every local user (ps), an
+        # environment only to its owner and root.
+        export JUPYTER_TOKEN="$token"
         exec python -m jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --ServerApp.port_retries=0 \
-            --IdentityProvider.token="$token" --ServerApp.root_dir="$PWD" \
+            --ServerApp.root_dir="$PWD" \
             --LabApp.default_url=/lab/tree/notebooks \
             "${root_flag[@]+"${root_flag[@]}"}"
         ;;

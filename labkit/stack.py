@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from . import modelembedded, pgembedded
 from .errors import LabError
-from .settings import EMBEDDED_MODEL_PORT, EMBEDDED_PG_PORT, Settings, get_settings
+from .labhome import ensure_home
+from .settings import EMBEDDED_MODEL_PORT, EMBEDDED_PG_PORT, Settings, get_settings, redact_url
 
 __all__ = ["StackError", "ServiceStatus", "StackStatus", "ensure_stack", "up", "down", "status"]
 
@@ -50,7 +52,7 @@ class ServiceStatus:
 
 @dataclass(frozen=True)
 class StackStatus:
-    """Both services; ``str()`` gives shell-sourceable ``KEY=value`` lines and ``# comments``."""
+    """Both services; ``str()`` gives shell-sourceable ``KEY=value`` lines (shell-quoted) and ``# comments``."""
 
     settings: Settings
     db: ServiceStatus
@@ -65,12 +67,13 @@ class StackStatus:
         for svc in (self.db, self.model):
             kind = "embedded" if svc.embedded else "external"
             pid = f", pid {svc.pid}" if svc.pid else ""
-            lines.append(f"# {svc.name}: {'up' if svc.up else 'DOWN'} ({kind}{pid}) {svc.detail}".rstrip())
+            detail = " ".join(svc.detail.split())  # one comment line, whatever the server said
+            lines.append(f"# {svc.name}: {'up' if svc.up else 'DOWN'} ({kind}{pid}) {detail}".rstrip())
         if not self.ok:
             logs = self.settings.home / "logs"
             lines.append(f"# run `{_up_hint(self.settings)}` to start what is down; logs in {logs}")
-        lines.append(f"DATABASE_URL={self.db.url or ''}")
-        lines.append(f"OLLAMA_HOST={self.model.url or ''}")
+        lines.append(f"DATABASE_URL={shlex.quote(self.db.url or '')}")
+        lines.append(f"OLLAMA_HOST={shlex.quote(self.model.url or '')}")
         return "\n".join(lines)
 
 
@@ -96,8 +99,8 @@ def _write_state(home: Path, state: dict) -> None:
 
 @contextlib.contextmanager
 def _locked(home: Path) -> Iterator[None]:
-    """Hold an exclusive cross-process lock on ``home/stack.lock``."""
-    home.mkdir(parents=True, exist_ok=True)
+    """Hold an exclusive cross-process lock on ``home/stack.lock`` (the home is created or checked first)."""
+    home = ensure_home(home)
     with open(home / "stack.lock", "a+") as handle:
         try:
             import fcntl
@@ -119,15 +122,25 @@ def _now() -> str:
 
 def _db_status(settings: Settings, state: dict) -> ServiceStatus:
     if settings.database_url:
-        ok = pgembedded.answers(settings.database_url)
-        return ServiceStatus("postgres", settings.database_url, False, None, ok, "" if ok else "does not answer")
+        problem = pgembedded.probe(settings.database_url)
+        return ServiceStatus("postgres", settings.database_url, False, None, problem is None, _db_detail(problem, ""))
     instance = pgembedded.running(settings.home)
     if instance is None:
-        url = state.get("postgres", {}).get("url")
+        port = state.get("postgres", {}).get("port")
+        url = pgembedded.database_url(settings.home, port, settings.db_name) if port else None
         return ServiceStatus("postgres", url, True, None, False, "not running")
-    url = pgembedded.database_url(instance.port, settings.db_name)
-    ok = pgembedded.answers(url)
-    return ServiceStatus("postgres", url, True, instance.pid, ok, "" if ok else "running but does not answer")
+    url = pgembedded.database_url(settings.home, instance.port, settings.db_name)
+    problem = pgembedded.probe(url)
+    return ServiceStatus("postgres", url, True, instance.pid, problem is None, _db_detail(problem, "running but "))
+
+
+def _db_detail(problem: str | None, prefix: str) -> str:
+    """Status detail of Postgres: empty when it answers; saturation is told apart from silence."""
+    if problem is None:
+        return ""
+    if pgembedded.is_saturation(problem):
+        return f"{prefix}refuses new connections: {problem}"
+    return f"{prefix}does not answer"
 
 
 def _model_status(settings: Settings, state: dict) -> ServiceStatus:
@@ -175,6 +188,11 @@ def _usable_url(svc: ServiceStatus, variable: str, settings: Settings) -> str | 
     """The URL of a service that answers; None for an embedded one to (re)start; error for a dead external one."""
     if svc.up:
         return svc.url
+    if svc.name == "postgres" and pgembedded.is_saturation(svc.detail):
+        # Every connection slot is taken: the server is busy, not broken. A restart would kill every
+        # session of every kernel, so it is reported and never restarted.
+        raise StackError(f"Postgres at {redact_url(svc.url)} {svc.detail}. Close the notebooks you no longer use "
+                         "(Kernel > Shut Down Kernel) or their connections, then try again; it was not restarted.")
     if svc.embedded:
         # Alive but silent is usually busy (a long generation, all connections taken): give it time
         # before `up` restarts it, so one slow notebook never gets its server killed by another.
@@ -184,7 +202,7 @@ def _usable_url(svc: ServiceStatus, variable: str, settings: Settings) -> str | 
             return url
         return None
     how = f"`{_up_hint(settings)}`" if settings.stack == "compose" else f"that server, or unset {variable}"
-    raise StackError(f"{svc.name} at {variable}={svc.url} does not answer. Start {how}.")
+    raise StackError(f"{svc.name} at {variable}={redact_url(svc.url)} does not answer. Start {how}.")
 
 
 def _up_db(settings: Settings, state: dict) -> str:
@@ -193,7 +211,7 @@ def _up_db(settings: Settings, state: dict) -> str:
     if url:
         instance = pgembedded.running(settings.home)
         if svc.embedded and instance and state.get("postgres", {}).get("pid") != svc.pid:  # started outside `up`
-            state["postgres"] = {"pid": svc.pid, "port": instance.port, "url": url, "started_at": _now()}
+            state["postgres"] = {"pid": svc.pid, "port": instance.port, "url": redact_url(url), "started_at": _now()}
         return url
     _say("starting embedded Postgres ...")
     port = _pick_port([state.get("postgres", {}).get("port"), EMBEDDED_PG_PORT], "embedded Postgres")
@@ -203,10 +221,16 @@ def _up_db(settings: Settings, state: dict) -> str:
         raise StackError(f"Embedded Postgres failed to start: {err}\nTry `./run.sh down` then `./run.sh up`.") from err
     for note in notes:
         _say(note)
-    url = pgembedded.database_url(instance.port, settings.db_name)
-    state["postgres"] = {"pid": instance.pid, "port": instance.port, "url": url, "started_at": _now()}
-    _say(f"Postgres is up: {url}")
+    url = pgembedded.database_url(settings.home, instance.port, settings.db_name)
+    state["postgres"] = {"pid": instance.pid, "port": instance.port, "url": redact_url(url), "started_at": _now()}
+    _say(f"Postgres is up: {redact_url(url)} (password in {settings.home / pgembedded.PASSWORD_FILE})")
     return url
+
+
+def _record(home: Path, state: dict, entry: dict) -> None:
+    """Write a just-spawned model server into stack.json before waiting for it (see modelembedded.start)."""
+    state["modelserver"] = entry
+    _write_state(home, state)
 
 
 def _up_model(settings: Settings, state: dict) -> str:
@@ -224,7 +248,8 @@ def _up_model(settings: Settings, state: dict) -> str:
     _say(f"starting the model server on 127.0.0.1:{port} (first start loads the models) ...")
     started = time.monotonic()
     try:
-        state["modelserver"] = modelembedded.start(settings.home, port, START_TIMEOUT)
+        state["modelserver"] = modelembedded.start(settings.home, port, START_TIMEOUT,
+                                                   on_spawn=lambda entry: _record(settings.home, state, entry))
     except RuntimeError as err:
         state["modelserver"] = {"pid": None, "port": port, "url": f"http://127.0.0.1:{port}"}
         raise StackError(f"{err}\nFix the cause, then run `./run.sh up`.") from err

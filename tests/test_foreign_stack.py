@@ -51,7 +51,7 @@ def foreign_env(settings) -> Iterator[dict[str, str]]:
     pgembedded.start(root / "pg", port, "foreign")
     try:
         host = settings.ollama_host.removeprefix("http://")  # Ollama's FAQ form: no scheme
-        env = dict(os.environ, DATABASE_URL=pgembedded.database_url(port, "foreign"), OLLAMA_HOST=host,
+        env = dict(os.environ, DATABASE_URL=pgembedded.database_url(root / "pg", port, "foreign"), OLLAMA_HOST=host,
                    EMBED_MODEL=FOREIGN_EMBED_MODEL, LABKIT_HOME=str(root / "home"), LAB_STACK="embedded",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(blocker), os.environ.get("PYTHONPATH")])))
         env.pop("CHAT_MODEL", None)

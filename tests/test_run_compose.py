@@ -129,7 +129,7 @@ def test_cached_models_are_not_pulled_and_the_lab_starts(tmp_path):
     assert run.models("pull") == []
     # run.sh handed over to `python -m labkit up`, which finds no database: the fake started nothing.
     assert run.returncode == 1
-    assert f"DATABASE_URL=postgresql://rag:rag@127.0.0.1:{db_port}/rag does not answer" in run.stderr
+    assert f"DATABASE_URL=postgresql://rag:***@127.0.0.1:{db_port}/rag does not answer" in run.stderr  # redacted
 
 
 def test_only_the_missing_model_is_pulled(tmp_path):

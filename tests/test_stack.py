@@ -105,7 +105,7 @@ def isolated_home(settings):
     """LABKIT_HOME pointing at a fresh folder (models linked from the shared home); stopped and removed at the end.
 
     It sits beside the shared home, not in pytest's private tmp folder: as root the embedded
-    Postgres opens read access on every parent folder of its data directory.
+    Postgres runs as another OS user, which must be able to pass through every folder above it.
     """
     home = Path(tempfile.mkdtemp(prefix="labkit-test-", dir=settings.home.parent))
     if (settings.home / "models").is_dir():
