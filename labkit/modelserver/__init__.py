@@ -1,7 +1,8 @@
 """Embedded Ollama-compatible model server: llama.cpp chat + e5 embeddings on 127.0.0.1 (behind every notebook from 01_corpus on).
 
 Run it with `python -m labkit.modelserver --port N`; the official `ollama` client talks to it
-unchanged. Modules: app (HTTP routes), registry (models, lazy loading), chat + convert
+unchanged. Modules: app (HTTP routes), transport (bounded reads, JSON errors, capped threads),
+access (Ollama's Host and Origin checks), registry (models, lazy loading), chat + convert
 (Ollama ⇄ llama.cpp), toolcalls (reading calls out of text), weights (joining GGUF chunks),
 llamaembed (embeddings from a chat GGUF).
 

@@ -5,7 +5,9 @@ Endpoints: GET / /api/version /api/tags /api/ps; POST /api/show /api/embed /api/
 A request the model cannot serve gets Ollama 0.13's 400 answers: `"NAME" does not support
 thinking` for `think` on these models (none can think), `"NAME" does not support chat` for
 chat with an embedding model, and `NAME does not support embedding` for embedding with a
-chat model (where Ollama itself would try to embed with it).
+chat model (where Ollama itself would try to embed with it). A field of the wrong JSON type is
+refused with a 400 before any model loads; an unknown path gets 404, a wrong method 405.
+Reading requests safely, Host/Origin checks and the connection cap live in transport.py.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
+from . import transport
+from .access import allowed_origins
 from .chat import EngineError, chat, chat_stream
-from .convert import RequestError, created_at, ollama_stats
+from .convert import RequestError, check_chat_request, check_types, created_at, ollama_stats
 from .registry import MODELS, ModelFailed, ModelInfo, ModelLoading, ModelNotFound, Registry
+from .transport import ClientGone, HttpError, JsonHandler
 from .weights import model_file
 
 __all__ = ["VERSION", "make_server"]
@@ -55,115 +60,96 @@ def _listing(info: ModelInfo) -> dict[str, Any]:
             "digest": info.digest, "details": _details(info)}
 
 
-class Handler(BaseHTTPRequestHandler):
-    """One request; the registry lives on the server object."""
+class Handler(JsonHandler):
+    """One connection's requests; the registry lives on the server object (plumbing in transport.py)."""
 
-    protocol_version = "HTTP/1.1"
     server: ModelServer
-    _raw: bytes = b""  # the request body, read once per request
 
-    # --- plumbing -------------------------------------------------------------
-    def log_message(self, format: str, *args: Any) -> None:
-        log.info("%s %s", self.address_string(), format % args)
-
-    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
-        data = payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _start_stream(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def _write_line(self, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode() + b"\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
+    def _routes(self) -> dict[str, dict[str, Callable[[], None]]]:
+        read = {"GET": self._root, "HEAD": self._root}
+        return {"/": read, "/api/version": {"GET": self._version, "HEAD": self._version},
+                "/api/tags": {"GET": self._tags, "HEAD": self._tags}, "/api/ps": {"GET": self._ps},
+                "/api/chat": {"POST": self._chat}, "/api/embed": {"POST": self._embed},
+                "/api/embeddings": {"POST": self._embeddings}, "/api/show": {"POST": self._show},
+                "/api/pull": {"POST": self._pull}}
 
     def _body(self) -> dict[str, Any]:
-        try:
-            body = json.loads(self._raw or b"{}")
-        except ValueError:
-            raise RequestError("request body must be JSON") from None
+        body = self.json_body()
         if not isinstance(body, dict):
             raise RequestError("request body must be a JSON object")
         return body
 
-    def _dispatch(self, routes: dict[str, Any]) -> None:
-        self._raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))  # always drain the body
-        route = routes.get(self.path.split("?")[0].rstrip("/") or "/")
-        if route is None:
-            self._send(404, {"error": f"{self.command} {self.path} is not served here; endpoints: GET / "
-                                      "/api/version /api/tags /api/ps, POST /api/chat /api/embed /api/embeddings "
-                                      "/api/show /api/pull"})
+    def respond(self) -> None:
+        """Route the request (404 for an unknown path, 405 for a wrong method) and map errors to statuses."""
+        methods = self._routes().get(self.path.split("?")[0].rstrip("/") or "/")
+        if methods is None:
+            self.send_json(404, {"error": f"{self.command} {self.path[:200]} is not served here; endpoints: GET / "
+                                          "/api/version /api/tags /api/ps, POST /api/chat /api/embed /api/embeddings "
+                                          "/api/show /api/pull"})
+            return
+        route = methods.get(self.command)
+        if route is None:  # gin's HandleMethodNotAllowed (routes.go L1481)
+            self._headers_out.append(("Allow", ", ".join(methods)))
+            self.send_json(405, {"error": f"method {self.command} not allowed for {self.path[:200]}; "
+                                          f"use {' or '.join(methods)}"})
             return
         try:
             route()
+        except HttpError as exc:
+            self.fail(exc.status, exc.message)
         except _ERROR_TYPES as exc:
-            self._send(_ERRORS[type(exc)], {"error": str(exc)})
-        except (BrokenPipeError, ConnectionResetError):
+            self.fail(_ERRORS[type(exc)], str(exc))
+        except ClientGone:
             log.info("client closed the connection during %s", self.path)
             self.close_connection = True
         except Exception as exc:
             log.exception("error in %s", self.path)
-            self._send(500, {"error": f"internal error: {exc}"})
-
-    def do_GET(self) -> None:
-        self._dispatch({"/": self._root, "/api/version": self._version, "/api/tags": self._tags, "/api/ps": self._ps})
-
-    def do_POST(self) -> None:
-        self._dispatch({"/api/chat": self._chat, "/api/embed": self._embed, "/api/embeddings": self._embeddings,
-                        "/api/show": self._show, "/api/pull": self._pull})
+            self.fail(500, f"internal error: {exc}")
 
     # --- endpoints --------------------------------------------------------------
     def _root(self) -> None:
-        self._send(200, b"Ollama is running", "text/plain; charset=utf-8")
+        self.send_json(200, b"Ollama is running", "text/plain; charset=utf-8")
 
     def _version(self) -> None:
-        self._send(200, {"version": VERSION})
+        self.send_json(200, {"version": VERSION})
 
     def _tags(self) -> None:
-        self._send(200, {"models": [_listing(info) for info in MODELS.values()]})
+        self.send_json(200, {"models": [_listing(info) for info in MODELS.values()]})
 
     def _ps(self) -> None:
         models = [dict(_listing(i), expires_at="2999-01-01T00:00:00Z", size_vram=0,
                        context_length=self.server.registry.window(i))
                   for i in self.server.registry.loaded()]
-        self._send(200, {"models": models})
+        self.send_json(200, {"models": models})
 
     def _show(self) -> None:
         body = self._body()
-        info = self.server.registry.info(str(body.get("model") or body.get("name") or ""))
+        check_types(body, "ShowRequest", {"model": (str, "string"), "name": (str, "string")})
+        info = self.server.registry.info(body.get("model") or body.get("name") or "")
         capabilities = ["completion", "tools"] if info.kind == "chat" else ["embedding"]
-        self._send(200, {"modelfile": "", "parameters": "", "template": "", "license": "",
-                         "details": _details(info), "capabilities": capabilities, "modified_at": "2026-01-01T00:00:00Z",
-                         "model_info": {"general.architecture": info.family,
-                                        f"{info.family}.context_length": info.context_length,
-                                        f"{info.family}.embedding_length": info.embedding_length}})
+        self.send_json(200, {"modelfile": "", "parameters": "", "template": "", "license": "",
+                             "details": _details(info), "capabilities": capabilities,
+                             "modified_at": "2026-01-01T00:00:00Z",
+                             "model_info": {"general.architecture": info.family,
+                                            f"{info.family}.context_length": info.context_length,
+                                            f"{info.family}.embedding_length": info.embedding_length}})
 
     def _pull(self) -> None:
         body = self._body()
-        name = str(body.get("model") or body.get("name") or "")
+        check_types(body, "PullRequest", {"model": (str, "string"), "name": (str, "string"), "stream": (bool, "bool")})
+        name = body.get("model") or body.get("name") or ""
         if name not in MODELS:
-            self._send(404, {"error": f"model '{name}' cannot be pulled: this lab server cannot download weights; "
-                                      f"it has: {', '.join(MODELS)}. For other models run a real Ollama "
-                                      "and set OLLAMA_HOST."})
+            self.send_json(404, {"error": f"model '{name}' cannot be pulled: this lab server cannot download "
+                                          f"weights; it has: {', '.join(MODELS)}. For other models run a real "
+                                          "Ollama and set OLLAMA_HOST."})
             return
         if body.get("stream", True):
-            self._start_stream()
+            self.start_stream()
             for status in ("pulling manifest", "verifying sha256 digest", "success"):
-                self._write_line({"status": status})
-            self._end_stream()
+                self.write_line({"status": status})
+            self.end_stream()
         else:
-            self._send(200, {"status": "success"})
+            self.send_json(200, {"status": "success"})
 
     def _embedding_engine(self, name: str) -> tuple[Any, int]:
         if self.server.registry.info(name).kind != "embed":
@@ -172,25 +158,28 @@ class Handler(BaseHTTPRequestHandler):
 
     def _embed(self) -> None:
         started, body = time.monotonic(), self._body()
-        name, texts = str(body.get("model") or ""), body.get("input", "")
+        check_types(body, "EmbedRequest", {"model": (str, "string"), "options": (dict, "map[string]interface {}")})
+        name, texts = body.get("model") or "", body.get("input", "")
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise RequestError("'input' must be a string or a list of strings")
         engine, load_ns = self._embedding_engine(name)
         vectors, tokens = engine.embed(texts) if texts else ([], 0)
         total_ns = int((time.monotonic() - started) * 1e9)
-        self._send(200, {"model": name, "embeddings": vectors, "total_duration": total_ns, "load_duration": load_ns,
-                         "prompt_eval_count": tokens})
+        self.send_json(200, {"model": name, "embeddings": vectors, "total_duration": total_ns,
+                             "load_duration": load_ns, "prompt_eval_count": tokens})
 
     def _embeddings(self) -> None:
         body = self._body()
-        engine, _ = self._embedding_engine(str(body.get("model") or ""))
-        vectors, _ = engine.embed([str(body.get("prompt") or "")])
-        self._send(200, {"embedding": vectors[0]})
+        check_types(body, "EmbeddingRequest", {"model": (str, "string"), "prompt": (str, "string")})
+        engine, _ = self._embedding_engine(body.get("model") or "")
+        vectors, _ = engine.embed([body.get("prompt") or ""])
+        self.send_json(200, {"embedding": vectors[0]})
 
     def _chat(self) -> None:
         started, body = time.monotonic(), self._body()
-        name = str(body.get("model") or "")
+        check_chat_request(body)  # wrong types are refused before any model loads, as Ollama's JSON decoding does
+        name = body.get("model") or ""
         thinks = _thinks(body.get("think"))  # Ollama's order: think's value, the model, thinking, the kind
         info = self.server.registry.info(name)
         if thinks:
@@ -209,46 +198,42 @@ class Handler(BaseHTTPRequestHandler):
                         done_reason=done_reason, total_duration=int(total * 1e9), load_duration=load_ns, **stats)
 
         if not body.get("messages"):  # Ollama's way to load a model
-            self._send(200, finish("load", []))
+            self.send_json(200, finish("load", []))
             return
         if not body.get("stream", True):
             message, done_reason, results = chat(engine, body)
-            self._send(200, dict(finish(done_reason, results), message=message))
+            self.send_json(200, dict(finish(done_reason, results), message=message))
             return
-        started_stream: list[bool] = []
 
         def emit(content: str, calls: list[dict[str, Any]]) -> None:
-            if not started_stream:
-                self._start_stream()
-                started_stream.append(True)
+            if not self._streaming:
+                self.start_stream()
             message = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
-            self._write_line(dict(head, created_at=created_at(), message=message, done=False))
+            self.write_line(dict(head, created_at=created_at(), message=message, done=False))
 
-        try:
-            done_reason, results = chat_stream(engine, body, emit)
-        except _ERROR_TYPES as exc:
-            if not started_stream:
-                raise
-            self._write_line({"error": str(exc)})  # headers already sent: Ollama's in-stream error
-            self._end_stream()
-            return
-        if not started_stream:
-            self._start_stream()
-        self._write_line(finish(done_reason, results))
-        self._end_stream()
+        # An error after the stream has begun becomes its last line ({"error": ...}): see respond().
+        done_reason, results = chat_stream(engine, body, emit)
+        if not self._streaming:
+            self.start_stream()
+        self.write_line(finish(done_reason, results))
+        self.end_stream()
 
 
-class ModelServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer carrying the model registry."""
+class ModelServer(transport.CappedServer):
+    """The capped threading HTTP server carrying the model registry."""
 
-    daemon_threads = True
-    request_queue_size = 64
-
-    def __init__(self, address: tuple[str, int], registry: Registry):
-        super().__init__(address, Handler)
+    def __init__(self, address: tuple[str, int], registry: Registry, **limits: Any):
+        super().__init__(address, Handler, **limits)
         self.registry = registry
 
 
-def make_server(host: str, port: int, registry: Registry) -> ModelServer:
-    """An HTTP server on host:port answering the Ollama API from registry."""
-    return ModelServer((host, port), registry)
+def make_server(host: str, port: int, registry: Registry, *, ollama_origins: str = "",
+                max_connections: int = transport.MAX_CONNECTIONS, read_timeout: float = transport.READ_TIMEOUT,
+                idle_timeout: float = transport.IDLE_TIMEOUT) -> ModelServer:
+    """An HTTP server on host:port answering the Ollama API from registry.
+
+    ollama_origins: extra allowed browser origins, comma separated, as Ollama's OLLAMA_ORIGINS.
+    max_connections: connections served at once (the rest get 503); the timeouts are in seconds.
+    """
+    return ModelServer((host, port), registry, origins=allowed_origins(ollama_origins),
+                       max_connections=max_connections, read_timeout=read_timeout, idle_timeout=idle_timeout)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .llamaembed import WINDOW, LlamaEmbedder
-from .weights import GGUF_MODELS, prepare_model
+from .weights import GGUF_MODELS, WeightsError, prepare_model
 
 __all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "ChatEngine", "Embedder",
            "LlamaEmbedder"]
@@ -179,6 +179,9 @@ class Registry:
                 slot.engine = LlamaEmbedder(str(prepare_model(info.gguf)), self.threads)
             else:
                 slot.engine = Embedder(self.threads)
+        except WeightsError as exc:  # the message says what to reinstall: no traceback needed
+            slot.error = f"loading model {info.name} failed: {exc}"
+            log.error("%s", slot.error)
         except Exception as exc:  # reported to every waiting request
             slot.error = f"loading model {info.name} failed: {exc}"
             log.exception("loading %s failed", info.name)

