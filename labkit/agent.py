@@ -9,6 +9,7 @@ database, so a thread can be continued after a kernel restart.
 
 from __future__ import annotations
 
+import json
 import operator
 import time
 import uuid
@@ -20,12 +21,12 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
-from .db import CHECKPOINT_LOCK, advisory_lock
+from .db import CHECKPOINT_LOCK, advisory_lock, connection_options
 from .faithfulness import check_answer, extractive_answer, strip_ids
-from .planner import ANSWER_TOKENS, FINAL_PROMPT, SYSTEM_PROMPT, plan
+from .planner import ANSWER_TOKENS, FINAL_PROMPT, PLAN_TOKENS, SYSTEM_PROMPT, plan
 from .settings import Settings
 from .text import ERROR_CHARS, PREVIEW_CHARS, shorten
-from .tools import DEFAULT_TOOLS, call_tool, format_result
+from .tools import DEFAULT_TOOLS, call_tool, format_result, tool_schema
 
 if TYPE_CHECKING:  # langgraph is imported lazily: `import labkit` must stay fast for the CLI
     from langchain_core.runnables import RunnableConfig
@@ -35,7 +36,15 @@ if TYPE_CHECKING:  # langgraph is imported lazily: `import labkit` must stay fas
 
     from .context import Lab
 
-__all__ = ["Agent", "AgentResult", "open_checkpointer", "planner_context"]
+__all__ = ["Agent", "AgentResult", "open_checkpointer", "planner_context", "estimate_tokens",
+           "CONTEXT_TOKENS", "HISTORY_TOKENS"]
+
+# Tokens of the chat model's window the planner may fill: the embedded server loads every chat
+# model with 4096 (``--num-ctx``), as does Ollama by default. A longer request fails (embedded
+# server) or is cut from the front without a word (Ollama), so the planner's context is trimmed first.
+CONTEXT_TOKENS = 4096
+HISTORY_TOKENS = 1024  # at most this many (estimated) tokens of earlier questions: a follow-up needs the last few
+CHARS_PER_TOKEN = 2  # a low estimate on purpose: Russian text takes ~3 characters per token, digits and code fewer
 
 SILENT_ANSWER = "Модель не вызвала инструмент и не дала ответа; вопрос передан человеку."
 GIVE_UP_ANSWER = (
@@ -60,6 +69,7 @@ class AgentState(TypedDict, total=False):
     answer: str
     requires_human: bool
     retelling_ok: bool | None  # the model's retelling passed check_answer (False: the answer quotes instead)
+    model_error: str  # the model server failed or the model cannot take tools: the turn ended without data
 
 
 @dataclass
@@ -76,6 +86,7 @@ class AgentResult:
     thread_id: str
     sources: list[str] = field(default_factory=list)  # what the successful tool calls returned
     retelling_ok: bool | None = None  # the model's retelling passed the check (None: no retelling was made)
+    model_error: str = ""  # why the model did not answer (server down, model missing, no tool support), else ""
 
     @property
     def faithful(self) -> bool | None:
@@ -107,7 +118,8 @@ def open_checkpointer(settings: Settings) -> PostgresSaver:
 
     if not settings.database_url:
         raise ValueError("settings.database_url is not set: build the lab with labkit.setup()")
-    conn = psycopg.connect(settings.database_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    conn = psycopg.connect(settings.database_url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+                           **connection_options(settings.database_url))
     saver = PostgresSaver(conn)
     with advisory_lock(conn, CHECKPOINT_LOCK):  # two kernels may set up at once
         saver.setup()
@@ -122,16 +134,40 @@ def _row(node: str, seconds: float, *, tool: str = "", arguments: Any = None, ok
             "seconds": round(seconds, 3), "prompt_tokens": prompt_tokens, "eval_tokens": eval_tokens}
 
 
-def planner_context(system: str, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the planner reads: the system prompt, earlier questions only, then the current turn.
+def estimate_tokens(item: Any) -> int:
+    """A generous token count of a message, a tool schema or text: ``CHARS_PER_TOKEN`` characters per token."""
+    text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False, default=str)
+    return len(text) // CHARS_PER_TOKEN + 4  # + the chat template's markers around a message
+
+
+def planner_context(
+    system: str,
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[Callable[..., Any]] = (),
+    history_tokens: int = HISTORY_TOKENS,
+    context_tokens: int = CONTEXT_TOKENS,
+) -> list[dict[str, Any]]:
+    """What the planner reads: the system prompt, the latest earlier questions, then the current turn.
 
     Taught in 06_agent. Earlier answers and tool results stay in the checkpoint but are not
     shown: given «В базе 7 новостей про спорт», the 1.5B model answered «А про финансы?» by
-    copying the pattern with an invented number instead of calling get_metrics.
+    copying the pattern with an invented number instead of calling get_metrics. Earlier
+    questions are kept newest first while they fit `history_tokens` and, with the system
+    prompt, the `tools` schemas, the current turn and the reply, the model's `context_tokens`;
+    older ones are left out, so a long thread keeps working instead of overflowing the window.
     """
     start = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
-    earlier = [m for m in messages[:start] if m["role"] == "user"]
-    return [{"role": "system", "content": system}, *earlier, *messages[start:]]
+    current = list(messages[start:])
+    fixed = (estimate_tokens(system) + sum(estimate_tokens(tool_schema(t)) for t in tools)
+             + sum(estimate_tokens(m) for m in current) + PLAN_TOKENS)
+    budget = min(history_tokens, context_tokens - fixed)
+    earlier: list[dict[str, Any]] = []
+    for message in reversed([m for m in messages[:start] if m["role"] == "user"]):
+        budget -= estimate_tokens(message)
+        if budget < 0:
+            break
+        earlier.insert(0, message)
+    return [{"role": "system", "content": system}, *earlier, *current]
 
 
 def _trace_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -189,7 +225,7 @@ class Agent:
 
     # --- nodes -------------------------------------------------------------------------------
     def _planner(self, state: AgentState) -> dict[str, Any]:
-        step = plan(self.chat, self.model, planner_context(self.system, state["messages"]), self.tools)
+        step = plan(self.chat, self.model, planner_context(self.system, state["messages"], self.tools), self.tools)
         message: dict[str, Any] = {"role": "assistant", "content": step.content}
         if step.calls:
             message["tool_calls"] = [{"function": call} for call in step.calls]
@@ -199,7 +235,7 @@ class Agent:
                    preview=step.content, prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
         update: dict[str, Any] = {"messages": [message], "trace": [*state["trace"], row]}
         if step.error:  # the model cannot take tools at all: say so instead of ending mute
-            message["content"] = update["answer"] = step.error
+            message["content"] = update["answer"] = update["model_error"] = step.error
             update["requires_human"] = True
             row["preview"] = shorten(step.error, PREVIEW_CHARS)
         elif not step.calls:
@@ -281,7 +317,7 @@ class Agent:
         turn: AgentState = {"messages": [{"role": "user", "content": question}], "question": question,
                             "trace": [], "tool_calls": [], "results": [], "errors": 0, "failed": False,
                             "last_error": "",
-                            "answer": "", "requires_human": False, "retelling_ok": None}
+                            "answer": "", "requires_human": False, "retelling_ok": None, "model_error": ""}
         start = time.perf_counter()
         state: dict[str, Any] = dict(turn)
         try:
@@ -291,8 +327,9 @@ class Agent:
             state = {**state, "answer": RECURSION_ANSWER.format(limit=self.recursion_limit),
                      "requires_human": True}
         except (ResponseError, ConnectionError, TransportError) as exc:  # no such model, no tools, server gone
-            error = shorten(f"{type(exc).__name__}: {exc}", ERROR_CHARS)
-            state = {**state, "answer": MODEL_DOWN_ANSWER.format(error=error), "requires_human": True}
+            error = shorten(f"{type(exc).__name__}: {' '.join(str(exc).split())}", ERROR_CHARS)
+            state = {**state, "answer": MODEL_DOWN_ANSWER.format(error=error), "requires_human": True,
+                     "model_error": error}
         return AgentResult(
             question=question,
             answer=state.get("answer", ""),
@@ -304,6 +341,7 @@ class Agent:
             thread_id=thread_id,
             sources=list(state.get("results", [])),
             retelling_ok=state.get("retelling_ok"),
+            model_error=state.get("model_error", ""),
         )
 
     def history(self, thread_id: str) -> list[dict[str, Any]]:

@@ -96,24 +96,47 @@ def _field(record: dict[str, Any], name: str, kind: type, where: str, optional: 
     return value
 
 
+MAX_ID = 2**31 - 1  # news.id is a Postgres integer
+
+
+def _doc(record: dict[str, Any], where: str) -> Doc:
+    """One corpus record checked for everything the database would refuse halfway through a load."""
+    doc = Doc(
+        id=_field(record, "id", int, where),
+        text=_field(record, "text", str, where),
+        company=_field(record, "company", str, where, optional=True),
+        tone=_field(record, "tone", str, where),
+        topic=_field(record, "topic", str, where),
+    )
+    if not 1 <= doc.id <= MAX_ID:
+        raise DataError(f"{where}: field 'id' must lie in [1, {MAX_ID}], got {doc.id}")
+    if not doc.text.strip():
+        raise DataError(f"{where}: empty text")
+    for name in ("tone", "topic"):
+        if not getattr(doc, name).strip():
+            raise DataError(f"{where}: empty {name}")
+    for name in ("text", "company", "tone", "topic"):
+        if "\x00" in (getattr(doc, name) or ""):
+            raise DataError(f"{where}: field {name!r} contains a NUL character, which Postgres text cannot hold")
+    return doc
+
+
 def load_corpus(path: str | Path | None = None) -> list[Doc]:
-    """Read the corpus (default ``labkit/data/corpus.jsonl``), sorted by id. Taught in 01_corpus."""
+    """Read the corpus (default ``labkit/data/corpus.jsonl``), sorted by id. Taught in 01_corpus.
+
+    The whole file is checked before anything is returned: a bad line, a duplicate id or an
+    empty file is a DataError naming file:line, so a load never starts on half a corpus.
+    """
     path = Path(path) if path is not None else CORPUS_PATH
     docs: dict[int, Doc] = {}
     for number, record in read_records(path):
         where = f"{path}:{number}"
-        doc = Doc(
-            id=_field(record, "id", int, where),
-            text=_field(record, "text", str, where),
-            company=_field(record, "company", str, where, optional=True),
-            tone=_field(record, "tone", str, where),
-            topic=_field(record, "topic", str, where),
-        )
+        doc = _doc(record, where)
         if doc.id in docs:
             raise DataError(f"{where}: duplicate document id {doc.id}")
-        if not doc.text.strip():
-            raise DataError(f"{where}: empty text")
         docs[doc.id] = doc
+    if not docs:
+        raise DataError(f"{path}: no documents in the file")
     return [docs[doc_id] for doc_id in sorted(docs)]
 
 

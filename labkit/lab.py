@@ -8,13 +8,33 @@ Everything else receives the resulting ``Lab``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import httpx
+
 from .context import Lab
 from .db import connect, ensure_corpus
 from .modelcheck import check_models
 from .settings import Settings
 from .stack import ensure_stack
 
-__all__ = ["setup", "open_lab"]
+if TYPE_CHECKING:
+    import ollama
+
+__all__ = ["setup", "open_lab", "model_client", "MODEL_TIMEOUT", "PROBE_TIMEOUT"]
+
+# Every request to the model server has a deadline. Generation on 2 CPU cores can take minutes
+# (a cold model load included), so reading waits long; connecting to a server that is down does not.
+MODEL_TIMEOUT = httpx.Timeout(300.0, connect=5.0)
+# The start-up check asks only for model metadata: a server that cannot say within this is not working.
+PROBE_TIMEOUT = httpx.Timeout(15.0, connect=5.0)
+
+
+def model_client(host: str | None, timeout: httpx.Timeout = MODEL_TIMEOUT) -> ollama.Client:
+    """An ``ollama.Client`` for `host` whose every request gives up after `timeout`. Taught in 01_corpus."""
+    import ollama  # the HTTP client stack is loaded only when a lab is built
+
+    return ollama.Client(host=host, timeout=timeout)
 
 
 def open_lab(settings: Settings, *, load: bool = True) -> Lab:
@@ -23,10 +43,8 @@ def open_lab(settings: Settings, *, load: bool = True) -> Lab:
     Taught in 01_corpus. Starts nothing: use ``setup()`` to start the embedded stack when needed.
     Every configured model is checked first (``ModelMissing`` names the ``ollama pull`` to run).
     """
-    import ollama  # the HTTP client stack is loaded only when a lab is built
-
-    models = ollama.Client(host=settings.ollama_host)
-    check_models(models, settings)
+    check_models(model_client(settings.ollama_host, PROBE_TIMEOUT), settings)
+    models = model_client(settings.ollama_host)
     conn = connect(settings)
     lab = Lab(settings, conn, models)
     if load:
@@ -58,4 +76,7 @@ def describe(lab: Lab) -> str:
     if lab.corpus is not None:
         line += (f"\nКорпус: {lab.corpus.documents} документов, векторы {lab.corpus.dim}-d в {lab.corpus.table}; "
                  f"новых эмбеддингов при загрузке: {lab.corpus.embedded_texts}.")
+        if lab.corpus.kept:
+            line += (f"\nСтроки news с id {', '.join(map(str, lab.corpus.kept))} изменены не загрузчиком и оставлены "
+                     "как есть; вернуть текст корпуса: lk.ensure_corpus(lab, restore=True).")
     return line

@@ -29,7 +29,7 @@ import psycopg
 from pgvector import SparseVector
 from psycopg import sql
 
-from .db import LATENT_LOCK
+from .db import LATENT_LOCK, advisory_xact_lock
 from .errors import LabError
 from .lexical import query_words
 from .ranking import Hit
@@ -105,7 +105,7 @@ def ensure_latent_terms(conn: psycopg.Connection[Any]) -> int:
             return 0  # the usual case: one cheap check per search
     dim = latent_model().sparse_dim
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LATENT_LOCK,))
+        advisory_xact_lock(conn, LATENT_LOCK)  # bounded: a stuck holder is named, not waited for forever
         conn.execute(
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {t} (id int PRIMARY KEY, body_md5 text NOT NULL, terms sparsevec({d}) NOT NULL)"

@@ -14,11 +14,15 @@ from typing import Any
 from .errors import LabError
 from .settings import Settings
 
-__all__ = ["ModelMissing", "check_models", "configured_models"]
+__all__ = ["ModelMissing", "ModelServerUnavailable", "check_models", "configured_models"]
 
 
 class ModelMissing(LabError):
     """A configured model is not on the model server (or cannot do its job); the message says what to run."""
+
+
+class ModelServerUnavailable(LabError):
+    """The model server refused the connection or did not answer in time; the message says where."""
 
 
 def configured_models(settings: Settings) -> list[tuple[str, str, str]]:
@@ -33,16 +37,19 @@ def _pull_hint(settings: Settings, names: list[str]) -> str:
     return "run " + " and ".join(f"`{prefix}ollama pull {name}`" for name in names)
 
 
-def check_models(client: Any, settings: Settings) -> None:
+def check_models(client: Any, settings: Settings, models: list[tuple[str, str, str]] | None = None) -> None:
     """Raise ``ModelMissing`` (one line) unless every configured model is on the server and of the right kind.
 
-    `client` is an ``ollama.Client``. Other errors (a server that does not answer) are raised as they are.
+    `client` is an ``ollama.Client`` (give it a timeout); `models` defaults to ``configured_models(settings)``
+    (a command checks a model it was given as ``("--model", name, "completion")``). A server that refuses
+    the connection or does not answer in time is ``ModelServerUnavailable``.
     """
+    import httpx
     import ollama
 
     missing: list[tuple[str, str]] = []
     wrong: list[str] = []
-    for variable, name, capability in configured_models(settings):
+    for variable, name, capability in configured_models(settings) if models is None else models:
         try:
             shown = client.show(name)
         except ollama.ResponseError as err:
@@ -50,6 +57,12 @@ def check_models(client: Any, settings: Settings) -> None:
                 raise
             missing.append((variable, name))
             continue
+        except (ConnectionError, httpx.TransportError) as err:
+            reason = " ".join(str(err).split()) or type(err).__name__
+            raise ModelServerUnavailable(
+                f"The model server {settings.ollama_host} did not answer ({type(err).__name__}: {reason}). "
+                "Check it with `./run.sh status`; start it with `./run.sh up`."
+            ) from None
         capabilities = list(getattr(shown, "capabilities", None) or [])
         if capabilities and capability not in capabilities:
             wrong.append(f"{variable}={name} cannot do {capability} (it has: {', '.join(capabilities)})")
@@ -58,7 +71,8 @@ def check_models(client: Any, settings: Settings) -> None:
         names = list(dict.fromkeys(name for _, name in missing))
         listed = ", ".join(f"{name} ({variable})" for variable, name in missing)
         served = _served(client)
-        choose = f"; or set the variable to a model it has: {', '.join(served)}" if served else ""
+        how = "set the variable to" if all(v.isupper() for v, _ in missing) else "choose"  # --model is no variable
+        choose = f"; or {how} a model it has: {', '.join(served)}" if served else ""
         raise ModelMissing(f"Not on {where}: {listed}. To get it, {_pull_hint(settings, names)}{choose}.")
     if wrong:
         raise ModelMissing(f"Wrong kind of model on {where}: {'; '.join(wrong)}.")

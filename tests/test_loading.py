@@ -54,18 +54,21 @@ def test_second_load_changes_nothing_and_embeds_nothing(scratch):
         assert (second.table, second.dim) == (first.table, first.dim)
 
 
-def test_a_changed_document_is_updated_in_place(scratch):
+def test_an_edited_document_is_kept_until_restore_and_a_students_row_survives(scratch):
     with lk.open_lab(scratch, load=False) as lab:
         conn = lab.conn
         lk.ensure_corpus(lab)
         conn.execute("UPDATE news SET body = 'испорчено' WHERE id = 7")
         conn.execute("INSERT INTO news (id, body, tone, topic) VALUES (999, 'лишний', 'neutral', 'x')")
         report = lk.ensure_corpus(lab)
-        assert report.changed_documents == 2  # id 7 restored, id 999 deleted
-        assert report.embedding_calls == 0  # the original text of 7 is still in the cache
+        assert (report.changed_documents, report.kept) == (0, (7,))  # the edit is reported, not overwritten
+        assert conn.execute("SELECT body FROM news WHERE id = 7").fetchone()[0] == "испорчено"
+        restored = lk.ensure_corpus(lab, restore=True)
+        assert (restored.changed_documents, restored.kept) == (1, ())
+        assert restored.embedding_calls == 0  # the original text of 7 is still in the cache
         body = conn.execute("SELECT body FROM news WHERE id = 7").fetchone()[0]
         assert body == lk.load_corpus()[6].text
-        assert conn.execute("SELECT count(*) FROM news WHERE id = 999").fetchone()[0] == 0
+        assert conn.execute("SELECT body FROM news WHERE id = 999").fetchone()[0] == "лишний"
 
 
 def test_two_concurrent_loads_do_not_collide(scratch):

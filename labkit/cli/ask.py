@@ -6,7 +6,8 @@ By default the course's final agent answers: three tools (search_articles, get_m
 exercise 09's search_by_entity); ``--tools lesson`` gives 06_agent's agent with two.
 
 The JSON object (``tool_calls``, ``answer``, ``requires_human``, ...) is a public
-contract: extend it, never break it.
+contract: extend it, never break it. A model the server does not have, or a model server
+that fails during the answer, is an error (one line on stderr, exit code 1), not an answer.
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ from typing import Any
 
 from ..agent import Agent
 from ..entity_tool import FINAL_SYSTEM, FINAL_TOOLS
-from ..lab import setup
+from ..errors import LabError
+from ..lab import PROBE_TIMEOUT, model_client, setup
+from ..modelcheck import check_models
 from ..planner import SYSTEM_PROMPT
 from ..tools import DEFAULT_TOOLS
 
 AGENTS = {"final": (FINAL_TOOLS, FINAL_SYSTEM), "lesson": (DEFAULT_TOOLS, SYSTEM_PROMPT)}
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "AgentFailed"]
+
+
+class AgentFailed(LabError):
+    """The model server failed while the agent answered, or the model cannot take tools."""
 
 
 def register(sub: Any) -> None:
@@ -44,12 +51,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.question.strip():
         args.parser.error("the question is empty")
     with setup(quiet=True) as lab:
+        if args.model:  # before any question: a typo is one line naming the models there are
+            check_models(model_client(lab.settings.ollama_host, PROBE_TIMEOUT), lab.settings,
+                         [("--model", args.model, "tools")])
         tools, system = AGENTS[args.tools]
         agent = Agent(lab, model=args.model, tools=tools, system=system)
         try:
             result = agent.ask(args.question, thread_id=args.thread)
         finally:
             agent.close()
+    if result.model_error:
+        raise AgentFailed(f"model {agent.model} did not answer: {result.model_error} (thread {result.thread_id})")
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
         return 0

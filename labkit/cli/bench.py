@@ -9,12 +9,32 @@ import argparse
 import json
 from typing import Any
 
+import psutil
+
 from ..lab import setup
 from ..scale import run_bench
 
-__all__ = ["register", "run", "MAX_SIZE"]
+__all__ = ["register", "run", "MAX_SIZE", "MAX_QUERIES", "memory_needed", "memory_problem"]
 
 MAX_SIZE = 5_000_000  # 384-d float32 vectors: about 8 GB in Postgres; more would not fit a laptop
+MAX_QUERIES = 1_000  # each query is searched exactly and at 6 ef_search values: more only takes longer
+DIM = 384  # of the synthetic vectors (labkit.scale.make_vectors)
+VECTOR_COPIES = 4  # float32 (size, DIM) arrays make_vectors holds at its peak: noise, centers, sum, normalised
+
+
+def memory_needed(size: int, dim: int = DIM) -> int:
+    """Bytes of memory the synthetic vectors of a bench of `size` need at their peak."""
+    return VECTOR_COPIES * size * dim * 4
+
+
+def memory_problem(size: int, available: int) -> str | None:
+    """Why a bench of `size` vectors cannot run with `available` bytes of free memory, or None when it can."""
+    need = memory_needed(size)
+    if need <= available:
+        return None
+    fits = available // memory_needed(1)
+    return (f"--size {size} needs about {need / 1e9:.1f} GB of memory for its vectors, "
+            f"but {available / 1e9:.1f} GB are available: use --size {fits} or less")
 
 
 def register(sub: Any) -> None:
@@ -23,7 +43,8 @@ def register(sub: Any) -> None:
                             description="HNSW vs exact scan on synthetic vectors.")
     parser.add_argument("--size", type=int, default=100_000,
                         help="number of vectors (default 100000; minutes on 2 cores)")
-    parser.add_argument("--queries", type=int, default=50, help="query vectors per measurement (default 50)")
+    parser.add_argument("--queries", type=int, default=50,
+                        help=f"query vectors per measurement (default 50, at most {MAX_QUERIES})")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the synthetic data (default 0)")
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
     parser.set_defaults(run=run)
@@ -31,8 +52,11 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the bench and print its figures."""
-    if not 100 <= args.size <= MAX_SIZE or args.queries < 1:
-        args.parser.error(f"--size must lie in [100, {MAX_SIZE}] and --queries be at least 1")
+    if not 100 <= args.size <= MAX_SIZE or not 1 <= args.queries <= MAX_QUERIES:
+        args.parser.error(f"--size must lie in [100, {MAX_SIZE}] and --queries in [1, {MAX_QUERIES}]")
+    problem = memory_problem(args.size, psutil.virtual_memory().available)
+    if problem:  # refused now, not killed by the kernel after minutes of work
+        args.parser.error(problem)
     with setup(quiet=True) as lab:
         result = run_bench(lab, args.size, args.queries, args.seed)
     print(json.dumps(result, indent=2) if args.json else _text(result))
