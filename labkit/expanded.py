@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from .db import EXPANDED_VEC_LOCK
+from .db import EXPANDED_VEC_LOCK, advisory_xact_lock
 from .embedcache import cached_embeddings, cached_query_embedding
 from .lexical import TS_CONFIG, query_words
 from .ranking import Hit
@@ -85,7 +85,7 @@ def expansion_exists(lab: Lab) -> bool:
 
 def _create_tables(lab: Lab) -> None:
     with lab.conn.transaction():
-        lab.conn.execute("SELECT pg_advisory_xact_lock(%s)", (EXPANDED_VEC_LOCK,))
+        advisory_xact_lock(lab.conn, EXPANDED_VEC_LOCK)
         for statement in EXPANSION_DDL:
             lab.conn.execute(statement)
 
@@ -115,7 +115,7 @@ def sync_expanded_vectors(lab: Lab) -> int:
     if not conn.execute(stale, params).fetchone() and not conn.execute(orphans, params).fetchone():
         return 0
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (EXPANDED_VEC_LOCK,))
+        advisory_xact_lock(conn, EXPANDED_VEC_LOCK)
         conn.execute(
             sql.SQL(
                 "DELETE FROM {v} AS v WHERE v.model = %(embed_model)s "

@@ -8,8 +8,8 @@ embedder. ``ensure_expansion`` asks the lab's chat model, once per document, for
 Nothing is generated twice: a row is reused while its ``id``, ``body_md5`` and ``model``
 match; a changed body is regenerated for that document only; rows of deleted documents
 go. Each answer is written as soon as it arrives, so an interrupted run loses nothing.
-The whole pass holds a session advisory lock (``EXPANSION_LOCK``) acquired with a bounded
-wait, so two notebooks never pay for the same documents. A garbled answer is stored as
+The whole pass holds a session advisory lock (``EXPANSION_LOCK``, ``db.advisory_lock``: a bounded
+wait that names the holder), so two notebooks never pay for the same documents. A garbled answer is stored as
 "no questions" (an empty array), not retried: the document is then searched by its body.
 
 This module sits above ``labkit.chat`` (the one way to call a chat model), so the search
@@ -20,23 +20,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import psycopg
 from psycopg import sql
 
 from .chat import ask_model
-from .db import EXPANSION_LOCK
-from .errors import LabError
+from .db import EXPANSION_LOCK, advisory_lock
 from .expanded import EXPANSION_DDL, EXPANSION_TABLE, sync_expanded_vectors
 
 if TYPE_CHECKING:
     from .context import Lab
 
-__all__ = ["QUESTIONS", "EXPANSION_PROMPT", "ExpansionReport", "ExpansionBusy", "parse_questions",
-           "generate_questions", "ensure_expansion", "bounded_advisory_lock"]
+__all__ = ["QUESTIONS", "EXPANSION_PROMPT", "ExpansionReport", "parse_questions", "generate_questions",
+           "ensure_expansion"]
 
 QUESTIONS = 3  # questions kept per document
 MAX_QUESTION_CHARS = 120
@@ -54,10 +51,6 @@ _PREFIX = re.compile(r"^\s*(?:[-*•–—]+|\(?\d{1,2}[.)]|[a-zа-я][.)](?=\s)
 _LABEL = re.compile(r"^\s*(?:запрос|вопрос|query|question)\s*\d*\s*[:.-]\s*", re.IGNORECASE)
 _CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 _WORDS = re.compile(r"\w+")
-
-
-class ExpansionBusy(LabError):
-    """Another session held the expansion lock longer than the bounded wait."""
 
 
 class ExpansionReport(NamedTuple):
@@ -104,26 +97,6 @@ def generate_questions(send: Callable[..., Any], model: str, body: str) -> list[
     return parse_questions(reply.content, body) if reply.ok else []
 
 
-@contextmanager
-def bounded_advisory_lock(conn: psycopg.Connection[Any], key: int, wait_seconds: float) -> Iterator[None]:
-    """A session advisory lock, polled with ``pg_try_advisory_lock`` for at most `wait_seconds`."""
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-        if row and row[0]:
-            break
-        if time.monotonic() >= deadline:
-            raise ExpansionBusy(
-                f"another session is expanding the documents (advisory lock {key:#x} held over {wait_seconds:g} s); "
-                "try again when it finishes")
-        time.sleep(0.2)
-    try:
-        yield
-    finally:
-        if not conn.closed:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-
-
 def ensure_expansion(
     lab: Lab, *, send: Callable[..., Any] | None = None, wait_seconds: float = LOCK_WAIT_SECONDS
 ) -> ExpansionReport:
@@ -135,7 +108,7 @@ def ensure_expansion(
     conn, model = lab.conn, lab.chat_model
     table = sql.Identifier(EXPANSION_TABLE)
     chat = send if send is not None else lab.models.chat
-    with bounded_advisory_lock(conn, EXPANSION_LOCK, wait_seconds):
+    with advisory_lock(conn, EXPANSION_LOCK, wait_seconds):
         for statement in EXPANSION_DDL:
             conn.execute(statement)
         dropped = conn.execute(

@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import httpx
+import psycopg
 
 from .context import Lab
 from .db import connect, ensure_corpus
 from .modelcheck import check_models
 from .settings import Settings
-from .stack import ensure_stack
+from .stack import StackError, ensure_stack
 
 if TYPE_CHECKING:
     import ollama
@@ -50,6 +51,16 @@ def open_lab(settings: Settings, *, load: bool = True) -> Lab:
     if load:
         try:
             ensure_corpus(lab)
+        except psycopg.OperationalError as err:
+            lost = conn.broken
+            conn.close()
+            if not lost:
+                raise
+            reason = " ".join(str(err).split())[:200]
+            raise StackError(  # the server went away mid-load (killed, restarted, out of memory)
+                f"Postgres closed the connection while the corpus was loading ({reason}). The load is one "
+                "transaction, so nothing was half-written: run `./run.sh up` (it restarts what is down), "
+                "then run this again.") from None
         except BaseException:
             conn.close()
             raise
