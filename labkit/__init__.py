@@ -10,7 +10,7 @@ from .agent import Agent, AgentResult, open_checkpointer, planner_context
 from .agent_eval import AgentQuestion, choice_is_correct, evaluate_agent, evaluate_tool_choice, load_agent_questions
 from .bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
 from .chat import Reply, ask_model, split_thinking
-from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf, ready
+from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf, exercise_questions, ready
 from .context import Lab
 from .corpus import (
     COMPANIES,
@@ -142,7 +142,7 @@ __all__ = [
     "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions", "evaluate_agent",
     "check_answer", "faithfulness_rate",
     # exercises
-    "CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf",
+    "CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
     # texts for people
     "shorten", "plural", "count", "say",
 ]  # fmt: skip

@@ -16,7 +16,7 @@ import psycopg
 from .context import Lab
 from .db import connect, ensure_corpus
 from .modelcheck import check_models
-from .settings import Settings
+from .settings import CLIENT_HEADER, Settings, client_name
 from .stack import StackError, ensure_stack
 
 if TYPE_CHECKING:
@@ -31,11 +31,15 @@ MODEL_TIMEOUT = httpx.Timeout(300.0, connect=5.0)
 PROBE_TIMEOUT = httpx.Timeout(15.0, connect=5.0)
 
 
-def model_client(host: str | None, timeout: httpx.Timeout = MODEL_TIMEOUT) -> ollama.Client:
-    """An ``ollama.Client`` for `host` whose every request gives up after `timeout`. Taught in 01_corpus."""
+def model_client(host: str | None, timeout: httpx.Timeout = MODEL_TIMEOUT, client: str | None = None) -> ollama.Client:
+    """An ``ollama.Client`` for `host` whose every request gives up after `timeout`. Taught in 01_corpus.
+
+    Every request names `client` (default ``client_name()``: the JupyterHub user, else user@host) in the
+    ``X-Labkit-Client`` header, so labkit's model server queues a class's chat requests fairly per student.
+    """
     import ollama  # the HTTP client stack is loaded only when a lab is built
 
-    return ollama.Client(host=host, timeout=timeout)
+    return ollama.Client(host=host, timeout=timeout, headers={CLIENT_HEADER: client or client_name()})
 
 
 def open_lab(settings: Settings, *, load: bool = True) -> Lab:

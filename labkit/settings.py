@@ -3,19 +3,28 @@
 Defaults match the embedded stack (no Docker). The reference stack in
 ``compose.yaml`` is selected with ``LAB_STACK=compose``; its values are listed
 in ``COMPOSE_DEFAULTS`` beside the embedded ones, so both live in one place.
+
+Class mode (hub/README.md): a server started by JupyterHub has ``JUPYTERHUB_USER`` set, and the
+hub gives it the student's own ``DATABASE_URL`` and the shared ``OLLAMA_HOST``
+(``labkit.classroom``). Without them labkit refuses to start anything (``ClassModeError``)
+rather than fall back to a stack of its own or to the compose defaults shared by everyone.
 """
 
 from __future__ import annotations
 
+import getpass
 import ipaddress
 import os
 import re
+import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["Settings", "get_settings", "lab_home", "normalize_host", "redact_url", "EMBEDDED_DEFAULTS",
-           "COMPOSE_DEFAULTS", "NO_TOOLS_MODEL"]
+from .errors import LabError
+
+__all__ = ["Settings", "get_settings", "lab_home", "normalize_host", "redact_url", "client_name", "ClassModeError",
+           "EMBEDDED_DEFAULTS", "COMPOSE_DEFAULTS", "NO_TOOLS_MODEL", "STUDENT_VARIABLE", "CLIENT_HEADER"]
 
 # Ollama-style model names served by the embedded model server (labkit.modelserver).
 EMBEDDED_DEFAULTS = {
@@ -39,6 +48,14 @@ NO_TOOLS_MODEL = "deepseek-r1:1.5b"
 # Ports the embedded stack tries first; when taken by something else it picks free ones.
 EMBEDDED_PG_PORT = 55432
 EMBEDDED_MODEL_PORT = 11435
+# Set by JupyterHub in every single-user server's environment: the student's name.
+STUDENT_VARIABLE = "JUPYTERHUB_USER"
+# The header naming the student in every model request (client_name()); the model server's fair queue reads it.
+CLIENT_HEADER = "X-Labkit-Client"
+
+
+class ClassModeError(LabError):
+    """A server started by JupyterHub lacks the student's services (the message, in Russian, says what to do)."""
 
 
 def lab_home() -> Path:
@@ -106,6 +123,7 @@ class Settings:
     alt_chat_model: str
     home: Path
     db_name: str = "lab"
+    student: str | None = None  # the JupyterHub user in class mode, else None
 
     def __repr__(self) -> str:  # never print the database password (notebooks display objects)
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -122,6 +140,9 @@ def get_settings() -> Settings:
     stack = os.environ.get("LAB_STACK", "embedded").strip().lower()
     if stack not in ("embedded", "compose"):
         raise ValueError(f"LAB_STACK must be 'embedded' or 'compose', not {stack!r}")
+    student = os.environ.get(STUDENT_VARIABLE) or None
+    if student:
+        _check_class_mode(student)
     defaults = COMPOSE_DEFAULTS if stack == "compose" else EMBEDDED_DEFAULTS
     return Settings(
         stack=stack,
@@ -131,7 +152,32 @@ def get_settings() -> Settings:
         chat_model=os.environ.get("CHAT_MODEL") or defaults["chat_model"],
         alt_chat_model=os.environ.get("ALT_CHAT_MODEL") or defaults["alt_chat_model"],
         home=lab_home(),
+        student=student,
     )
+
+
+def _check_class_mode(student: str) -> None:
+    """ClassModeError unless the hub gave this student's server its own database and the shared model server."""
+    missing = [name for name in ("DATABASE_URL", "OLLAMA_HOST") if not os.environ.get(name)]
+    if missing:
+        raise ClassModeError(
+            f"Этот сервер Jupyter запустил JupyterHub для пользователя {student}, но хаб не передал ему "
+            f"{' и '.join(missing)}. В режиме класса у каждого студента своя база данных, а сервер моделей "
+            "общий, и их адреса задаёт хаб; свой стенд labkit здесь не запускает, чтобы не писать в чужие "
+            "данные и не занимать память общей машины. Сообщите преподавателю (hub/README.md), а после "
+            "исправления перезапустите сервер: File → Hub Control Panel → Stop My Server, затем Start My Server.")
+
+
+def client_name() -> str:
+    """Who this lab is to the model server's fair queue (header X-Labkit-Client): the JupyterHub user, else user@host."""
+    name = os.environ.get(STUDENT_VARIABLE)
+    if not name:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # no passwd entry for our uid (some containers)
+            user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "user"
+        name = f"{user}@{socket.gethostname()}"
+    return "".join(ch for ch in name if 32 < ord(ch) < 127)[:64] or "unknown"
 
 
 def _host(value: str | None) -> str | None:

@@ -21,6 +21,11 @@ class ServiceUsed(AssertionError):
     """A test without the `services` marker tried to reach a service."""
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``after_notebooks`` run last: they read what the notebook runs wrote (build/executed/)."""
+    items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)  # stable: order kept
+
+
 @pytest.fixture(autouse=True)
 def _services_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.node.get_closest_marker("services"):

@@ -21,8 +21,10 @@ LAYERS: dict[str, int] = {
     "db": 2, "vector": 2, "bm25": 2, "latent": 2, "expanded": 2,
     "fusion": 3, "modes": 3, "prf": 3,
     "evaluation": 4, "tools": 4, "chat": 4, "planner": 4, "expansion": 4,
-    "agent": 5, "agent_eval": 5, "checks": 5, "scale": 5, "significance": 5, "entity_tool": 5,
-    "pgembedded": 6, "modelembedded": 6, "stack": 6, "lab": 6, "cli": 6, "modelserver": 6, "__init__": 6,
+    "agent": 5, "agent_eval": 5, "checks": 5, "scale": 5, "significance": 5, "entity_tool": 5, "site": 5,
+    "pgembedded": 6, "modelembedded": 6, "stack": 6, "lab": 6, "cli": 6, "modelserver": 6, "grading": 6,
+    "classroom": 6,
+    "__init__": 6,
     "__main__": 6,
 }  # fmt: skip
 EDGE = {"stack", "lab", "cli", "__init__", "__main__", "pgembedded", "modelembedded", "modelserver"}

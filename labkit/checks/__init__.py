@@ -1,11 +1,15 @@
-"""Checkers of the exercises 07-09 (one module each) and what they share.
+"""Checkers of the exercises 07-09 (one module each), their graded cases and what they share.
 
-They recompute the answer with labkit and explain, in Russian, what differs.
+Each exercise is a list of cases with points, some hidden (``cases``); the checker at the
+end of a notebook runs the visible ones, the class grader (``labkit.grading``) all of them.
 """
 
+from .cases import Case, CaseResult, Exercise
 from .common import CheckResult, ready
 from .entity import check_entity_tool
-from .models import check_model_table
+from .models import check_model_table, exercise_questions
+from .registry import EXERCISES
 from .rrf import check_weighted_rrf
 
-__all__ = ["CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf"]
+__all__ = ["CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
+           "Case", "CaseResult", "Exercise", "EXERCISES"]

@@ -1,4 +1,4 @@
-"""Command line of the lab: ``python -m labkit up|down|status|eval|ask|bench`` (taught in 01_corpus).
+"""Command line of the lab: ``python -m labkit up|down|status|eval|ask|bench|grade|site`` (taught in 01_corpus).
 
 One argparse program; each sub-command lives in its own module with ``register`` (its
 parser) and ``run`` (returns the exit code). One error policy for all of them: a user
@@ -19,7 +19,7 @@ import psycopg
 
 from ..corpus import DataError
 from ..errors import LabError
-from . import agent_eval, ask, bench, evaluate, stack
+from . import agent_eval, ask, bench, evaluate, grade, site, stack
 
 __all__ = ["main", "build_parser", "USER_ERRORS"]
 
@@ -40,7 +40,7 @@ def build_parser() -> Parser:
     """The whole command line: one sub-parser per command module."""
     parser = Parser(prog="labkit", description="Hybrid-search RAG lab: the stack and its tools.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    for module in (stack, evaluate, ask, agent_eval, bench):
+    for module in (stack, evaluate, ask, agent_eval, bench, grade, site):
         module.register(sub)
     for name, command in sub.choices.items():  # each command reports its own argument errors
         command.set_defaults(parser=command, command=name)

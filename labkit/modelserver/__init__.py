@@ -2,6 +2,7 @@
 
 Run it with `python -m labkit.modelserver --port N`; the official `ollama` client talks to it
 unchanged. Modules: app (HTTP routes), transport (bounded reads, JSON errors, capped threads),
+fairqueue (chat requests in fair turns across students),
 access (Ollama's Host and Origin checks), registry (models, lazy loading), chat + convert
 (Ollama ⇄ llama.cpp), toolcalls (reading calls out of text), weights (joining GGUF chunks),
 llamaembed (embeddings from a chat GGUF).

@@ -12,6 +12,7 @@ from types import FrameType
 
 from . import transport
 from .app import make_server
+from .fairqueue import MAX_QUEUE
 from .registry import Registry
 from .weights import WeightsError, discard_partial_files, prepare_model
 
@@ -25,6 +26,14 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _env_int(name: str, default: int) -> int:
+    """An integer environment variable (Ollama's OLLAMA_MAX_QUEUE), or `default` when unset or not a number."""
+    try:
+        return int(os.environ.get(name) or default)
+    except ValueError:
+        return default
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -57,7 +66,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="connections served at once; more get 503 (default %(default)s)")
     parser.add_argument("--read-timeout", type=float, default=transport.READ_TIMEOUT,
                         help="seconds a client has to send a whole request (default %(default)s)")
+    parser.add_argument("--max-queue", type=int, default=_env_int("OLLAMA_MAX_QUEUE", MAX_QUEUE),
+                        help="chat requests that may wait for their turn; more get 503, as Ollama's "
+                             "OLLAMA_MAX_QUEUE (default: that variable, else %(default)s)")
     args = parser.parse_args(argv)
+    if args.max_queue < 0:
+        parser.error("--max-queue must be 0 or more")
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the e5 engine's OpenMP threads must not spin
@@ -69,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.preload:
             prepare_model(DEFAULT_CHAT_MODEL)
         server = make_server(args.host, args.port, registry, ollama_origins=os.environ.get("OLLAMA_ORIGINS", ""),
-                             max_connections=args.max_connections, read_timeout=args.read_timeout)
+                             max_connections=args.max_connections, read_timeout=args.read_timeout,
+                             max_queue=args.max_queue)
     except WeightsError as exc:
         return _fail(str(exc))
     except OSError as exc:

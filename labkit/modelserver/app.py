@@ -1,13 +1,15 @@
 """HTTP routing of the Ollama-compatible API, standard library only (behind every notebook from 01_corpus on).
 
 Endpoints: GET / /api/version /api/tags /api/ps; POST /api/show /api/embed /api/embeddings
-/api/chat /api/pull. Errors are JSON {"error": ...} so `ollama.ResponseError` shows them.
+/api/chat /api/pull; and labkit's own GET /api/labkit/queue, the chat queue now (fairqueue.py). Errors are JSON {"error": ...} so `ollama.ResponseError` shows them.
 A request the model cannot serve gets Ollama 0.13's 400 answers: `"NAME" does not support
 thinking` for `think` on these models (none can think), `"NAME" does not support chat` for
 chat with an embedding model, and `NAME does not support embedding` for embedding with a
 chat model (where Ollama itself would try to embed with it). A field of the wrong JSON type is
 refused with a 400 before any model loads; an unknown path gets 404, a wrong method 405.
 Reading requests safely, Host/Origin checks and the connection cap live in transport.py.
+Chat generations take turns fairly across clients (the ``X-Labkit-Client`` header) in fairqueue.py;
+a full queue is Ollama's 503 "server busy".
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from . import transport
 from .access import allowed_origins
 from .chat import EngineError, chat, chat_stream
 from .convert import RequestError, check_chat_request, check_types, created_at, ollama_stats
+from .fairqueue import CLIENT_HEADER, MAX_QUEUE, FairQueue, QueueFull, client_label
 from .registry import MODELS, ModelFailed, ModelInfo, ModelLoading, ModelNotFound, Registry
 from .transport import ClientGone, HttpError, JsonHandler
 from .weights import model_file
@@ -71,7 +74,7 @@ class Handler(JsonHandler):
                 "/api/tags": {"GET": self._tags, "HEAD": self._tags}, "/api/ps": {"GET": self._ps},
                 "/api/chat": {"POST": self._chat}, "/api/embed": {"POST": self._embed},
                 "/api/embeddings": {"POST": self._embeddings}, "/api/show": {"POST": self._show},
-                "/api/pull": {"POST": self._pull}}
+                "/api/pull": {"POST": self._pull}, "/api/labkit/queue": {"GET": self._queue}}
 
     def _body(self) -> dict[str, Any]:
         body = self.json_body()
@@ -84,8 +87,8 @@ class Handler(JsonHandler):
         methods = self._routes().get(self.path.split("?")[0].rstrip("/") or "/")
         if methods is None:
             self.send_json(404, {"error": f"{self.command} {self.path[:200]} is not served here; endpoints: GET / "
-                                          "/api/version /api/tags /api/ps, POST /api/chat /api/embed /api/embeddings "
-                                          "/api/show /api/pull"})
+                                          "/api/version /api/tags /api/ps /api/labkit/queue, POST /api/chat /api/embed "
+                                          "/api/embeddings /api/show /api/pull"})
             return
         route = methods.get(self.command)
         if route is None:  # gin's HandleMethodNotAllowed (routes.go L1481)
@@ -97,9 +100,11 @@ class Handler(JsonHandler):
             route()
         except HttpError as exc:
             self.fail(exc.status, exc.message)
+        except QueueFull:
+            self.fail(503, transport.BUSY)  # Ollama's words when its queue is full, with its status
         except _ERROR_TYPES as exc:
             self.fail(_ERRORS[type(exc)], str(exc))
-        except ClientGone:
+        except (ClientGone, ConnectionAbortedError):  # the latter: it left the chat queue
             log.info("client closed the connection during %s", self.path)
             self.close_connection = True
         except Exception as exc:
@@ -112,6 +117,9 @@ class Handler(JsonHandler):
 
     def _version(self) -> None:
         self.send_json(200, {"version": VERSION})
+
+    def _queue(self) -> None:
+        self.send_json(200, self.server.queue.snapshot())
 
     def _tags(self) -> None:
         self.send_json(200, {"models": [_listing(info) for info in MODELS.values()]})
@@ -188,22 +196,31 @@ class Handler(JsonHandler):
             raise RequestError(f'"{name}" does not support chat')
         engine, load_ns = self.server.registry.engine(name)
         head = {"model": name}
+        client = client_label(self.headers.get(CLIENT_HEADER))
+        waited = 0.0
 
         def finish(done_reason: str, results: list[dict[str, Any]]) -> dict[str, Any]:
             stats, total = ollama_stats(results), time.monotonic() - started
-            log.info("chat %s: %.1f s; prompt %d tok in %.1f s, generated %d tok in %.1f s", name, total,
-                     stats["prompt_eval_count"], stats["prompt_eval_duration"] / 1e9, stats["eval_count"],
-                     stats["eval_duration"] / 1e9)
+            log.info("chat %s for %s: %.1f s (%.1f s of it in the queue); prompt %d tok in %.1f s, generated "
+                     "%d tok in %.1f s", name, client, total, waited, stats["prompt_eval_count"],
+                     stats["prompt_eval_duration"] / 1e9, stats["eval_count"], stats["eval_duration"] / 1e9)
             return dict(head, created_at=created_at(), message={"role": "assistant", "content": ""}, done=True,
                         done_reason=done_reason, total_duration=int(total * 1e9), load_duration=load_ns, **stats)
 
         if not body.get("messages"):  # Ollama's way to load a model
             self.send_json(200, finish("load", []))
             return
-        if not body.get("stream", True):
-            message, done_reason, results = chat(engine, body)
-            self.send_json(200, dict(finish(done_reason, results), message=message))
-            return
+        with self.server.queue.turn(client, name, gone=self.client_gone) as ticket:
+            waited = ticket.waited
+            if not body.get("stream", True):
+                message, done_reason, results = chat(engine, body)
+                self.send_json(200, dict(finish(done_reason, results), message=message))
+                return
+            self._chat_stream(engine, body, head, finish)
+
+    def _chat_stream(self, engine: Any, body: dict[str, Any], head: dict[str, Any],
+                     finish: Callable[[str, list[dict[str, Any]]], dict[str, Any]]) -> None:
+        """Stream the answer of a chat request whose turn has come."""
 
         def emit(content: str, calls: list[dict[str, Any]]) -> None:
             if not self._streaming:
@@ -220,20 +237,21 @@ class Handler(JsonHandler):
 
 
 class ModelServer(transport.CappedServer):
-    """The capped threading HTTP server carrying the model registry."""
+    """The capped threading HTTP server carrying the model registry and the chat queue."""
 
-    def __init__(self, address: tuple[str, int], registry: Registry, **limits: Any):
+    def __init__(self, address: tuple[str, int], registry: Registry, queue: FairQueue, **limits: Any):
         super().__init__(address, Handler, **limits)
-        self.registry = registry
+        self.registry, self.queue = registry, queue
 
 
 def make_server(host: str, port: int, registry: Registry, *, ollama_origins: str = "",
                 max_connections: int = transport.MAX_CONNECTIONS, read_timeout: float = transport.READ_TIMEOUT,
-                idle_timeout: float = transport.IDLE_TIMEOUT) -> ModelServer:
+                idle_timeout: float = transport.IDLE_TIMEOUT, max_queue: int = MAX_QUEUE) -> ModelServer:
     """An HTTP server on host:port answering the Ollama API from registry.
 
     ollama_origins: extra allowed browser origins, comma separated, as Ollama's OLLAMA_ORIGINS.
     max_connections: connections served at once (the rest get 503); the timeouts are in seconds.
+    max_queue: chat requests that may wait for their turn, as Ollama's OLLAMA_MAX_QUEUE (the rest get 503).
     """
-    return ModelServer((host, port), registry, origins=allowed_origins(ollama_origins),
+    return ModelServer((host, port), registry, FairQueue(max_queue), origins=allowed_origins(ollama_origins),
                        max_connections=max_connections, read_timeout=read_timeout, idle_timeout=idle_timeout)

@@ -21,6 +21,7 @@ import json
 import logging
 import queue
 import re
+import select
 import socket
 import threading
 import time
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 
 from . import access
 
-__all__ = ["MAX_BODY_BYTES", "MAX_CONNECTIONS", "READ_TIMEOUT", "IDLE_TIMEOUT", "WRITE_TIMEOUT", "HttpError",
+__all__ = ["MAX_BODY_BYTES", "MAX_CONNECTIONS", "READ_TIMEOUT", "IDLE_TIMEOUT", "WRITE_TIMEOUT", "BUSY", "HttpError",
            "ClientGone", "JsonHandler", "CappedServer"]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a 32-text /api/embed batch or a full chat history is far below this
@@ -43,7 +44,7 @@ _LINGER_SECONDS, _LINGER_BYTES = 0.5, 1 << 20  # Go's rstAvoidanceDelay is 500 m
 _CHUNK_LINE = re.compile(rb"[0-9a-fA-F]{1,16}")
 _LENGTH = re.compile(r"[0-9]{1,20}")
 # Ollama's words when its queue is full (server/sched.go L64 ErrMaxQueue; a 503 by routes.go L2343).
-_BUSY = "server busy, please try again.  maximum pending requests exceeded"
+BUSY = "server busy, please try again.  maximum pending requests exceeded"
 _PREFLIGHT_HEADERS = (  # gin-contrib/cors DefaultConfig() with ollama routes.go L1456-1476's headers
     ("Access-Control-Allow-Methods", "GET,POST,PUT,PATCH,DELETE,HEAD,OPTIONS"),
     ("Access-Control-Allow-Headers", "Authorization,Content-Type,User-Agent,Accept,X-Requested-With,Openai-Beta,"
@@ -332,6 +333,14 @@ class JsonHandler(BaseHTTPRequestHandler):
         except OSError as exc:
             raise ClientGone(str(exc)) from exc
 
+    def client_gone(self) -> bool:
+        """True when the client has closed the connection (an end of file waits to be read), without reading."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):  # a reset or closed socket
+            return True
+
     def fail(self, status: int, message: str) -> None:
         """Answer an error: a JSON error, or a last `{"error"}` line once a stream has begun."""
         if self._streaming:
@@ -384,7 +393,7 @@ class CappedServer(ThreadingHTTPServer):
 
     def _answer_busy(self) -> None:
         """Answer each connection beyond the cap with a 503, one at a time, in this one thread."""
-        body = json.dumps({"error": _BUSY}).encode()
+        body = json.dumps({"error": BUSY}).encode()
         answer = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
                   b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         while (sock := self._busy.get()) is not None:
