@@ -22,6 +22,7 @@ import nbformat
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+from test_checks import _hand_rrf  # one hand-written RRF for both checker test files
 
 import labkit as lk
 from labkit.checks import EXERCISES
@@ -48,14 +49,6 @@ def _toy_rrf():
 
 def _reference_rrf(rankings, weights, rrf_k):
     return lk.ids(lk.rrf(rankings, rrf_k, weights))
-
-
-def _hand_rrf(rankings, weights, rrf_k):
-    scores = {}
-    for weight, ranking in zip(weights, rankings):
-        for rank, doc_id in enumerate(ranking, start=1):
-            scores[doc_id] = scores.get(doc_id, 0.0) + weight / (rrf_k + rank)
-    return sorted(scores, key=lambda doc_id: (-scores[doc_id], doc_id))
 
 
 def test_notebook_checker_shows_hidden_cases_only_as_points(capsys):
