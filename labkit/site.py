@@ -273,7 +273,15 @@ def _prepare(nb: nbformat.NotebookNode, title: str) -> bool:
         for output in cell.get("outputs", []):
             if WIDGET_VIEW in output.get("data", {}):
                 output["data"] = {"text/html": WIDGET_NOTE}
-    return any(cell.cell_type == "markdown" and "```mermaid" in cell.source for cell in nb.cells)
+    return any(_has_mermaid(cell) for cell in nb.cells)
+
+
+def _has_mermaid(cell: nbformat.NotebookNode) -> bool:
+    """A diagram in a markdown cell, or in a markdown output (06_agent draws its graph that way)."""
+    if cell.cell_type == "markdown":
+        return "```mermaid" in cell.source
+    shown = (output.get("data", {}).get("text/markdown", "") for output in cell.get("outputs", []))
+    return any("```mermaid" in ("".join(text) if isinstance(text, list) else text) for text in shown)
 
 
 def _render_page(exporter: HTMLExporter, page: Page, neighbours: tuple[Page | None, Page | None],

@@ -28,6 +28,9 @@ __all__ = ["StackError", "ServiceStatus", "StackStatus", "ensure_stack", "up", "
 
 START_TIMEOUT = float(os.environ.get("LABKIT_START_TIMEOUT", "300"))
 BUSY_GRACE = 30.0  # seconds a live but silent service gets before `up` restarts it
+# How long `up`/`down` wait for another one to finish: a first start (Postgres, then the model files
+# joined and the model server loading them) takes minutes on a slow laptop.
+STACK_LOCK_SECONDS = 2 * START_TIMEOUT + 300
 
 
 def _up_hint(settings: Settings) -> str:
@@ -98,17 +101,36 @@ def _write_state(home: Path, state: dict) -> None:
 
 
 @contextlib.contextmanager
-def _locked(home: Path) -> Iterator[None]:
-    """Hold an exclusive cross-process lock on ``home/stack.lock`` (the home is created or checked first)."""
+def _locked(home: Path, wait_seconds: float | None = None) -> Iterator[None]:
+    """Hold an exclusive cross-process lock on ``home/stack.lock`` (the home is created or checked first).
+
+    Waits at most `wait_seconds` (default STACK_LOCK_SECONDS), then StackError names the holder's pid.
+    """
     home = ensure_home(home)
+    wait = STACK_LOCK_SECONDS if wait_seconds is None else wait_seconds
     with open(home / "stack.lock", "a+") as handle:
         try:
             import fcntl
         except ImportError:  # Windows has no flock: starts are not serialised there
             yield
             return
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "unknown"
+                    raise StackError(f"another `up` or `down` (pid {holder}) has held {home / 'stack.lock'} for over "
+                                     f"{wait:.0f} s; wait for it to finish, or stop that process") from None
+                time.sleep(0.2)
         try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

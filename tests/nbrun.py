@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import nbformat
+import psutil
+import psycopg
 import pytest
 
 DEFAULT_TIMEOUT = 600
@@ -39,6 +43,62 @@ def errors(executed: nbformat.NotebookNode) -> list[str]:
     return found
 
 
+def _running_cell(output: Path) -> str:
+    """Which cell papermill was running when a notebook ran out of time, from its partial output."""
+    try:
+        partial = nbformat.read(output, as_version=4)
+    except (OSError, ValueError) as err:
+        return f"no partial output ({err})"
+    for number, cell in enumerate(partial.cells, start=1):
+        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
+            return f"cell {number} was running:\n{cell.source[:400]}"
+    return "no cell was marked running (the kernel may not have started)"
+
+
+def _interrupt(process: subprocess.Popen) -> str:
+    """Interrupt the kernels of a papermill run that ran out of time, so the cell records where it waited; then kill."""
+    for child in psutil.Process(process.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.send_signal(signal.SIGINT)  # a KeyboardInterrupt in the running cell: papermill saves its traceback
+    try:
+        log, _ = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        log = ""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    rest, _ = process.communicate()
+    return (log or "") + (rest or "")
+
+
+def _traceback(output: Path) -> str:
+    """The last error traceback in a (partial) executed notebook, without colour codes."""
+    try:
+        nb = nbformat.read(output, as_version=4)
+    except (OSError, ValueError):
+        return "(no output notebook)"
+    found = [o for cell in nb.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    if not found:
+        return "(none recorded)"
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(found[-1].get("traceback", [])))[-3000:]
+
+
+def _database_sessions() -> str:
+    """pg_stat_activity of the lab database, with what each session waits on (for a timeout's report)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url:
+        return "(no DATABASE_URL)"
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT pid, application_name, state, wait_event_type, wait_event, "
+                "round(extract(epoch FROM now() - xact_start)), left(query, 120) "
+                "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+    except Exception as err:  # noqa: BLE001 - a report, never a second failure
+        return f"(could not read pg_stat_activity: {err})"
+    return "\n".join(" | ".join(str(v) for v in row) for row in rows) or "(none)"
+
+
 def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> nbformat.NotebookNode:
     """Run `path` with papermill into `output` (kernel environment `env`, default: ours); fail the test on any error."""
     nb = nbformat.read(path, as_version=4)
@@ -47,7 +107,7 @@ def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> n
     output.parent.mkdir(parents=True, exist_ok=True)
     output.unlink(missing_ok=True)
     command = [
-        sys.executable, "-m", "papermill", str(path), str(output),
+        sys.executable, "-m", "labkit.nbengine", str(path), str(output),  # papermill, with sliced waits
         "--kernel", KERNEL, "--cwd", str(path.parent),
         "--parameters_yaml", json.dumps(meta.get("ci_parameters", {})),
         "--execution-timeout", str(timeout), "--no-progress-bar",
@@ -58,9 +118,12 @@ def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> n
     try:
         log, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        pytest.fail(f"{notebook_id(path)} did not finish within {timeout} s (metadata labkit.timeout)")
+        where = _running_cell(output)  # papermill saves the notebook after every cell: read it before the kill
+        sessions = _database_sessions()
+        log = _interrupt(process)
+        pytest.fail(f"{notebook_id(path)} did not finish within {timeout} s (metadata labkit.timeout); "
+                    f"{where}\nwhere it waited (the traceback of an interrupt):\n{_traceback(output)}\n"
+                    f"database sessions then:\n{sessions}\nlog tail:\n{log[-1500:]}")
     assert output.exists(), f"papermill wrote no output for {notebook_id(path)}:\n{log[-3000:]}"
     executed = nbformat.read(output, as_version=4)
     found = errors(executed)

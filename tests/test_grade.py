@@ -279,7 +279,7 @@ def troublemakers(settings, tmp_path_factory):
     shutil.copy(REPO / "solutions" / rrf, root / "d_control" / rrf)
     _edited(REPO / "notebooks" / rrf, root / "e_cheater" / rrf, [("check = lk.check_weighted_rrf", CHEAT, "before")])
     out = root.parent / "grades"
-    return _grade(root, out, "--timeout", "60", "--cell-timeout", "20"), out
+    return _grade(root, out, "--timeout", "60", "--cell-timeout", "20", "--jobs", "2"), out  # the endless one beside the others
 
 
 @pytest.mark.services

@@ -47,7 +47,10 @@ def course(tmp_path: Path) -> Path:
     _notebook(root / "solutions" / "02_task.ipynb", "02. Задание", new_markdown_cell("[урок](01_lesson.ipynb)"))
     lesson = root / "notebooks" / "01_lesson.ipynb"
     _executed(lesson, root / "build" / "executed" / "notebooks" / lesson.name,
-              outputs=[new_output("display_data", data={WIDGET: {"model_id": "x"}, "text/plain": "VBox(...)"})])
+              outputs=[new_output("display_data", data={WIDGET: {"model_id": "x"}, "text/plain": "VBox(...)"}),
+                       # a diagram drawn by code, as 06_agent draws its graph: only the executed page has it
+                       new_output("execute_result", data={"text/markdown": "```mermaid\ngraph TD;\n  a --> b;\n```"},
+                                  execution_count=1)])
     return root
 
 
@@ -90,6 +93,8 @@ def test_the_site_links_pages_and_fetches_nothing(course: Path):
     assert "без выполнения" in intro
     lesson = (site / "notebooks" / "01_lesson.html").read_text(encoding="utf-8")
     assert "интерактивный виджет" in lesson and "VBox(" not in lesson and "без выполнения" not in lesson
+    assert '<script src="../assets/mermaid.min.js">' in lesson, "a diagram in an output is drawn too"
+    assert "mermaid.min.js" not in (site / "notebooks" / "02_task.html").read_text(encoding="utf-8")
     assert 'href="../solutions/02_task.html"' in (site / "notebooks" / "02_task.html").read_text(encoding="utf-8")
     assert 'href="../notebooks/01_lesson.html"' in (site / "solutions" / "02_task.html").read_text(encoding="utf-8")
     for page in site.rglob("*.html"):

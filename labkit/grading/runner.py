@@ -38,12 +38,12 @@ def _limit_resources() -> None:
 def _register_engine() -> None:
     """A papermill engine whose client keeps at most OUTPUT_LIMIT characters of output per notebook."""
     from nbformat.v4 import new_output
-    from papermill.clientwrap import PapermillNotebookClient
-    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.engines import papermill_engines
 
     from ..checks.answers import ANSWERS_MIME
+    from ..nbengine import SlicedClient, SlicedEngine
 
-    class CappedClient(PapermillNotebookClient):
+    class CappedClient(SlicedClient):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.kept = 0
@@ -68,16 +68,8 @@ def _register_engine() -> None:
             outs.append(new_output("stream", name="stderr", text=CUT_NOTE))
             return None
 
-    class CappedEngine(NBClientEngine):
-        @classmethod
-        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
-            kwargs.pop("input_path", None)
-            timeout = kwargs.pop("execution_timeout", None)
-            startup = kwargs.pop("start_timeout", 60)
-            for unused in ("log_output", "stdout_file", "stderr_file", "timeout", "startup_timeout"):
-                kwargs.pop(unused, None)
-            return CappedClient(nb_man, timeout=timeout, startup_timeout=startup, kernel_name=kernel_name,
-                                **kwargs).execute()
+    class CappedEngine(SlicedEngine):
+        client = CappedClient
 
     papermill_engines.register(ENGINE, CappedEngine)
 

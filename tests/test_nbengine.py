@@ -1,0 +1,78 @@
+"""The "labkit" papermill engine: a reply that arrived is never waited for until the cell's timeout.
+
+With papermill's own engine, four notebooks full of widgets run at once here stall in most runs
+(a missed wake-up of nbclient's long socket poll: labkit/nbengine.py); every notebook test and
+the grader use this engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from queue import Empty
+
+import nbformat
+import pytest
+
+from labkit.nbengine import sliced
+
+WIDGET_CELL = """controls = {{"a": widgets.IntSlider(value=1), "b": widgets.FloatSlider(value=2.0)}}
+out = widgets.interactive_output(lambda a, b: print("x" * 50, a, b), controls)
+display(widgets.VBox([widgets.HBox(list(controls.values())), out]))
+print({number})"""
+RUNS_AT_ONCE = 4
+STALL_SECONDS = 120  # a clean run takes a few seconds; a stalled one waits for the whole cell timeout
+
+
+class FakeChannel:
+    """A channel whose message is ready on the `ready_on`-th wait (the timeouts asked are kept)."""
+
+    def __init__(self, ready_on: int | None) -> None:
+        self.ready_on, self.asked = ready_on, []
+
+    async def get_msg(self, timeout: float | None = None) -> dict:
+        self.asked.append(timeout)
+        if self.ready_on is not None and len(self.asked) >= self.ready_on:
+            return {"msg_type": "execute_reply"}
+        await asyncio.sleep(timeout or 0)
+        raise Empty
+
+
+def test_a_long_wait_is_cut_into_slices_that_end_with_the_message():
+    channel = FakeChannel(ready_on=3)
+    assert asyncio.run(sliced(channel.get_msg, 0.05)(timeout=600)) == {"msg_type": "execute_reply"}
+    assert channel.asked == [0.05, 0.05, 0.05]
+
+
+def test_no_message_by_the_timeout_is_still_empty():
+    channel = FakeChannel(ready_on=None)
+    with pytest.raises(Empty):
+        asyncio.run(sliced(channel.get_msg, 0.05)(timeout=0.12))
+    assert 3 <= len(channel.asked) <= 4 and all(t <= 0.05 for t in channel.asked)
+
+
+def test_four_widget_notebooks_at_once_all_finish(tmp_path: Path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("import ipywidgets as widgets\nfrom IPython.display import display")]
+    nb.cells += [nbformat.v4.new_code_cell(WIDGET_CELL.format(number=n)) for n in range(40)]
+    source = tmp_path / "widgets.ipynb"
+    nbformat.write(nb, source)
+    runs = [subprocess.Popen([sys.executable, "-m", "labkit.nbengine", str(source), str(tmp_path / f"out{n}.ipynb"),
+                              "--kernel", "python3", "--no-progress-bar",
+                              "--execution-timeout", str(STALL_SECONDS * 2)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            for n in range(RUNS_AT_ONCE)]
+    stalled = []
+    for n, run in enumerate(runs):
+        try:
+            log, _ = run.communicate(timeout=STALL_SECONDS)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.communicate()
+            stalled.append(n)
+            continue
+        assert run.returncode == 0, log[-2000:]
+    assert not stalled, f"runs {stalled} of {RUNS_AT_ONCE} waited for a reply that had arrived"
