@@ -89,15 +89,10 @@ def cached_embeddings(lab: Lab, texts: Sequence[str], kind: Kind) -> list[np.nda
         found = {bytes(key): as_array(vec) for key, vec in rows}
     missing = list(dict.fromkeys(text for text, key in zip(texts, hashes) if key not in found))
     if missing:
-        if kind == "passage":
-            vectors = embedding.embed_documents(lab.models, model, missing)
-            for start in range(0, len(missing), embedding.BATCH_SIZE):  # one request per batch
-                EMBEDDING_STATS.add(len(missing[start : start + embedding.BATCH_SIZE]))
-        else:
-            vectors = []
-            for text in missing:
-                vectors.append(embedding.embed_query(lab.models, model, text))
-                EMBEDDING_STATS.add(1)
+        embed = embedding.embed_documents if kind == "passage" else embedding.embed_queries
+        vectors = embed(lab.models, model, missing)
+        for start in range(0, len(missing), embedding.BATCH_SIZE):  # one request per batch
+            EMBEDDING_STATS.add(len(missing[start : start + embedding.BATCH_SIZE]))
         with conn.cursor() as cur:
             cur.executemany(
                 """

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import ollama
 
-__all__ = ["embed_query", "embed_documents", "query_text", "document_text", "model_family", "TextFormat",
+__all__ = ["embed_query", "embed_queries", "embed_documents", "query_text", "document_text", "model_family", "TextFormat",
            "FORMATS", "QWEN3_TASK", "BATCH_SIZE"]
 
 QWEN3_TASK = "Given a news search query, retrieve news articles that answer it"
@@ -66,10 +66,18 @@ def embed_query(models: ollama.Client, model: str, text: str) -> list[float]:
     return list(response.embeddings[0])
 
 
+def embed_queries(models: ollama.Client, model: str, texts: Sequence[str]) -> list[list[float]]:
+    """Query vectors, BATCH_SIZE texts per request, in input order (many queries at once: an evaluation)."""
+    return _batched(models, model, [query_text(t, model) for t in texts])
+
+
 def embed_documents(models: ollama.Client, model: str, texts: Sequence[str]) -> list[list[float]]:
     """Document vectors, BATCH_SIZE texts per request, in input order (taught in 03_vector)."""
+    return _batched(models, model, [document_text(t, model) for t in texts])
+
+
+def _batched(models: ollama.Client, model: str, inputs: Sequence[str]) -> list[list[float]]:
     vectors: list[list[float]] = []
-    for start in range(0, len(texts), BATCH_SIZE):
-        batch = [document_text(t, model) for t in texts[start:start + BATCH_SIZE]]
-        vectors.extend(list(v) for v in models.embed(model=model, input=batch).embeddings)
+    for start in range(0, len(inputs), BATCH_SIZE):
+        vectors.extend(list(v) for v in models.embed(model=model, input=list(inputs[start:start + BATCH_SIZE])).embeddings)
     return vectors

@@ -3,11 +3,11 @@
 nbclient waits for a kernel's replies with one long ``poll`` of a ``zmq.asyncio`` socket (the
 whole cell timeout). Here that wait sometimes misses its wake-up: the reply is in the socket,
 the kernel is idle, and nothing happens until the poll's timeout ends, when the reply is found
-and the cell completes. Notebooks with widgets met it in a few runs out of ten when four ran
-at once (and once in CI, as a notebook "hanging" for ten minutes); a blocking client with the
-same kernel never did, and pyzmq 26.4-27.3, jupyter_client 8.6-8.10, nbclient 0.10-0.11 and
-ipykernel 6.31/7.4 all showed it. The engine waits in slices of SLICE_SECONDS instead, so a
-missed wake-up costs at most one slice.
+and the cell completes. Four notebooks full of widgets run at once stalled so in most runs here,
+and CI's chaos test saw 04_rrf stall for its whole ten minutes (locally: in its widget cell). A
+blocking client with the same kernel never stalled; pyzmq 26.4-27.3, jupyter_client 8.6-8.10,
+nbclient 0.10-0.11 and ipykernel 6.31 and 7.4 all did. The engine waits in slices of
+SLICE_SECONDS instead, so a missed wake-up costs at most one slice.
 
     python -m labkit.nbengine INPUT.ipynb OUTPUT.ipynb [papermill's options]
 

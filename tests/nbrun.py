@@ -9,7 +9,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -19,6 +20,8 @@ import pytest
 
 DEFAULT_TIMEOUT = 600
 KERNEL = "python3"
+WORKERS = 2  # notebooks executed at once by `executions`
+LONGEST = "06_agent.ipynb"  # started first, so the others fill the second worker meanwhile
 
 
 def notebook_id(path: Path) -> str:
@@ -130,3 +133,19 @@ def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> n
     assert not found, f"{notebook_id(path)} raised:\n" + "\n\n".join(found)
     assert process.returncode == 0, f"papermill failed on {notebook_id(path)} (exit {process.returncode}):\n{log[-3000:]}"
     return executed
+
+
+@contextlib.contextmanager
+def executions(request: pytest.FixtureRequest, test: Callable, build: Path,
+               env: Mapping[str, str] | None = None) -> Iterator[dict[Path, Future]]:
+    """The notebooks of the selected items of `test` (parametrized by ``path``), WORKERS at a time, into `build`.
+
+    For a module-scoped fixture: each test then waits for its own notebook's future, whose result
+    is the executed notebook or the run's failure. The lab is made for kernels running at once
+    (test_chaos.py); the model server queues their requests.
+    """
+    selected = {item.callspec.params["path"] for item in request.session.items
+                if getattr(item, "function", None) is test}
+    order = sorted(selected, key=lambda path: (path.name != LONGEST, path))
+    with ThreadPoolExecutor(WORKERS) as pool:
+        yield {path: pool.submit(execute, path, build / path.parent.name / path.name, env) for path in order}

@@ -62,3 +62,6 @@ def test_embed_functions_use_the_client_and_model_they_are_given():
     assert [len(batch) for _, batch in client.requests[1:]] == [embedding.BATCH_SIZE, 3]
     assert all(model == "e5-small" for model, _ in client.requests)
     assert client.requests[1][1][0] == "passage: новость 0"
+    queries = embedding.embed_queries(client, "e5-small", texts)  # type: ignore[arg-type]
+    assert queries == [[float(len(f"query: {t}"))] for t in texts]  # in input order, with the query prefix
+    assert [len(batch) for _, batch in client.requests[3:]] == [embedding.BATCH_SIZE, 3]

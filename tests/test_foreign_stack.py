@@ -21,11 +21,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbrun import execute, notebook_id
+from nbrun import executions, notebook_id
 
 from labkit import pgembedded
 from labkit.settings import EMBEDDED_DEFAULTS
@@ -80,9 +81,16 @@ def _said(executed: nbformat.NotebookNode) -> str:
     return "\n".join(texts)
 
 
+@pytest.fixture(scope="module")
+def foreign_runs(request: pytest.FixtureRequest, foreign_env: dict[str, str]) -> Iterator[dict[Path, Future]]:
+    """The selected notebooks on the foreign stack, two at a time (its cluster serves these runs alone)."""
+    with executions(request, test_notebook_executes_on_a_foreign_stack, BUILD, foreign_env) as runs:
+        yield runs
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=notebook_id)
-def test_notebook_executes_on_a_foreign_stack(path: Path, foreign_env: dict[str, str]):
-    executed = execute(path, BUILD / path.parent.name / path.name, env=foreign_env)
+def test_notebook_executes_on_a_foreign_stack(path: Path, foreign_runs: dict[Path, Future]):
+    executed = foreign_runs[path].result()  # a failed run raises its own failure here
     said = _said(executed)
     if "lab = lk.setup()" in executed.cells[1].source:  # the setup line names the services it found
         assert FOREIGN_EMBED_MODEL in said and "/foreign" in said, said[:500]
