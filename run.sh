@@ -177,7 +177,8 @@ print(port, secrets.token_hex(16))')
         targets=(tests)  # unless the arguments name test files or folders themselves
         for arg in "$@"; do [[ "$arg" != -* && -e "${arg%%::*}" ]] && targets=(); done
         rc=0
-        python -m pytest -q "${targets[@]+"${targets[@]}"}" "$@" || rc=$?  # includes ruff and mypy (tests/test_quality.py)
+        # --durations: the slowest tests, for the 30-minute budget of a full run
+        python -m pytest -q --durations=25 "${targets[@]+"${targets[@]}"}" "$@" || rc=$?  # includes ruff and mypy (tests/test_quality.py)
         if [[ $rc -eq 5 ]]; then
             say "FAILED: pytest collected no tests (exit code 5)"
             exit 1

@@ -22,6 +22,7 @@ from .corpus import (
     SPLITS,
     TONE_NAMES,
     TONES,
+    TOPIC_GLOSSES,
     TOPIC_NAMES,
     TOPICS,
     DataError,
@@ -44,10 +45,12 @@ from .evaluation import (
     evaluate,
     time_modes,
     tune_fusion,
+    weight_grid,
 )
 from .expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
 from .expansion import ExpansionReport, ensure_expansion, parse_questions
 from .faithfulness import check_answer, faithfulness_rate
+from .fielded import FIELDED_VECTORS, fielded_params, search_fielded
 from .fusion import (
     BRANCHES,
     DEFAULT_FUSION,
@@ -70,7 +73,7 @@ from .lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
 from .metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from .modelcheck import ModelMissing, check_models
 from .modes import SEARCH_MODES, available_modes, mode_problem, skipped_note, unavailable_modes
-from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, plan
+from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, drop_ungrounded, plan, route_calls
 from .prf import DEFAULT_PRF, PrfConfig, search_hybrid_prf, search_vector_prf
 from .ranking import Hit, ids
 from .scale import (
@@ -87,6 +90,7 @@ from .scale import (
 )
 from .settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
 from .significance import Interval, bootstrap_ci, compare_modes, paired_test, per_query_scores
+from .spelling import Correction, correct_query, corrected, from_latin_layout
 from .stack import StackError, down, ensure_stack, status, up
 from .text import count, plural, say, shorten
 from .tools import (
@@ -108,7 +112,7 @@ __all__ = [
     "Settings", "get_settings", "lab_home", "normalize_host", "NO_TOOLS_MODEL", "LabError", "StackError",
     "up", "down", "status", "ensure_stack", "Lab", "setup", "open_lab", "ModelMissing", "check_models",
     # data
-    "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
+    "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
     "RETRIEVAL_PATH", "SPLITS", "query_kinds",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
     # database and embeddings
@@ -124,12 +128,13 @@ __all__ = [
     "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
     "ensure_expansion", "ExpansionReport", "parse_questions", "search_expanded", "search_expanded_lexical",
     "sync_expanded_vectors", "search_hybrid_expanded", "PrfConfig", "DEFAULT_PRF", "search_vector_prf",
-    "search_hybrid_prf",
+    "search_hybrid_prf", "FIELDED_VECTORS", "fielded_params", "search_fielded",
+    "Correction", "correct_query", "corrected", "from_latin_layout",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",
-    "branch_rankings", "TuningResult", "default_grid", "tune_fusion",
+    "branch_rankings", "TuningResult", "default_grid", "weight_grid", "tune_fusion",
     "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes",
     # scale
     "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
@@ -138,6 +143,7 @@ __all__ = [
     "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
     "get_metrics", "search_articles", "tool_schema",
     "Reply", "ask_model", "split_thinking", "FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan",
+    "route_calls", "drop_ungrounded",
     "Agent", "AgentResult", "open_checkpointer", "planner_context",
     "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions", "evaluate_agent",
     "check_answer", "faithfulness_rate",

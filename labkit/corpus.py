@@ -31,6 +31,7 @@ __all__ = [
     "COMPANIES",
     "TONES",
     "TOPIC_NAMES",
+    "TOPIC_GLOSSES",
     "TONE_NAMES",
 ]
 
@@ -204,7 +205,21 @@ TOPIC_NAMES: dict[str, str] = {
     "sport": "спорт",
     "tech": "технологии",
 }
+# What each topic holds, in the words a reader uses: shown to the agent's model beside the codes
+# (labkit.tools) and embedded with each document by the fielded search branch (labkit.fielded).
+TOPIC_GLOSSES: dict[str, str] = {
+    "commodities": "сырьё: нефть, золото, серебро, металлы, добыча",
+    "energy": "энергетика: электроэнергия",
+    "finance": "финансы: банки, прибыль компаний, курс рубля, облигации",
+    "incident": "происшествия: кибератаки, сбои",
+    "monetary": "денежно-кредитная политика: ключевая ставка ЦБ",
+    "realty": "недвижимость: жильё, квартиры",
+    "retail": "розничная торговля: магазины, ритейлеры",
+    "sport": "спорт: соревнования, медали, матчи",
+    "tech": "технологии: нейросети, смартфоны, IT",
+}
 TONE_NAMES: dict[str, str] = {"negative": "негативная", "neutral": "нейтральная", "positive": "позитивная"}
-_unnamed = (set(TOPICS) - set(TOPIC_NAMES)) | (set(TONES) - set(TONE_NAMES))
+_unnamed = (set(TOPICS) - set(TOPIC_NAMES)) | (set(TOPICS) - set(TOPIC_GLOSSES)) | (set(TONES) - set(TONE_NAMES))
 if _unnamed:  # a new code in the data must get a Russian name here
-    raise DataError(f"no Russian name for {sorted(_unnamed)}: add it to TOPIC_NAMES/TONE_NAMES in labkit/corpus.py")
+    raise DataError(f"no Russian name for {sorted(_unnamed)}: add it to TOPIC_NAMES/TOPIC_GLOSSES/TONE_NAMES "
+                    "in labkit/corpus.py")

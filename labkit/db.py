@@ -63,6 +63,7 @@ __all__ = [
     "CHECKPOINT_LOCK",
     "EXPANSION_LOCK",
     "EXPANDED_VEC_LOCK",
+    "FIELDED_VEC_LOCK",
     "CLASSROOM_LOCK",
 ]
 
@@ -72,10 +73,12 @@ LATENT_LOCK = 0x1A7E_2715  # (re)encoding the latent terms (labkit.latent)
 CHECKPOINT_LOCK = 0x6C6B6167656E74  # PostgresSaver.setup() of the agent's checkpointer
 EXPANSION_LOCK = 0x6578_7061_6E64  # 'expand': generating search questions per document (labkit.expansion)
 EXPANDED_VEC_LOCK = 0x6578_7076_6563  # 'expvec': (re)embedding the expanded documents (labkit.expanded)
+FIELDED_VEC_LOCK = 0x6669_656C_6421  # 'field!': (re)embedding the fielded documents (labkit.fielded)
 CLASSROOM_LOCK = 0x636C_6173_7321  # 'class!': making a student's role and database (labkit.classroom)
 LOCK_PURPOSES = {LOAD_LOCK: "loading the corpus", LATENT_LOCK: "encoding the latent terms",
                  CHECKPOINT_LOCK: "setting up the agent's checkpoint tables",
                  EXPANSION_LOCK: "expanding the documents", EXPANDED_VEC_LOCK: "embedding the expanded documents",
+                 FIELDED_VEC_LOCK: "embedding the fielded documents",
                  CLASSROOM_LOCK: "making a student's role and database"}
 # A loader holds LOAD_LOCK while it embeds new texts (each model request has its own timeout):
 # minutes on a cold start at most. Longer means the holder is stuck, and the waiter says who it is.

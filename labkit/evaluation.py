@@ -44,6 +44,7 @@ __all__ = [
     "branch_rankings",
     "TuningResult",
     "default_grid",
+    "weight_grid",
     "tune_fusion",
 ]
 
@@ -250,6 +251,23 @@ def default_grid(latent: bool | None = None) -> list[FusionConfig]:
         for rrf_k in (5, 10, 30, 60)
         for triple in triples
     )
+    return list(dict.fromkeys(grid))
+
+
+def weight_grid(branches: Sequence[str], levels: Sequence[float] = (0.0, 0.5, 1.0, 2.0),
+                rrf_ks: Sequence[int] = (5, 10, 30, 60)) -> list[FusionConfig]:
+    """Every weighting of `branches` by `levels` (0 leaves a branch out) at every RRF constant. Taught in 11_beyond_rrf.
+
+    A configuration of one branch ranks like the branch alone at any rrf_k and weight, so it
+    appears once (weight 1, rrf_k 60).
+    """
+    grid = []
+    for weights in itertools.product(levels, repeat=len(branches)):
+        chosen = {name: w for name, w in zip(branches, weights) if w > 0}
+        if len(chosen) == 1:
+            grid.append(FusionConfig.of(dict.fromkeys(chosen, 1.0)))
+        elif chosen:
+            grid.extend(FusionConfig.of(chosen, rrf_k) for rrf_k in rrf_ks)
     return list(dict.fromkeys(grid))
 
 

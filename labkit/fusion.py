@@ -24,6 +24,7 @@ from .bm25 import search_bm25
 from .db import lab_vector_table
 from .embedcache import cached_query_embedding
 from .expanded import search_expanded, search_expanded_lexical
+from .fielded import search_fielded
 from .latent import search_latent
 from .lexical import lexical_sql, query_words, search_lexical
 from .ranking import Hit, from_scores, ids
@@ -67,6 +68,7 @@ BRANCHES: dict[str, SearchMode] = {
     # issue 11: the documents expanded with generated search questions (labkit.expansion fills them)
     "expanded": search_expanded,
     "expanded_lexical": search_expanded_lexical,  # ts_rank_cd over body + questions
+    "fielded": search_fielded,  # the body embedded with its topic's gloss and company (labkit.fielded)
 }
 """The single-signal rankings a fusion can combine, by name."""
 

@@ -25,6 +25,7 @@ from .fusion import (
 )
 from .latent import latent_problem
 from .prf import search_hybrid_prf
+from .spelling import corrected
 
 __all__ = ["SearchMode", "SEARCH_MODES", "NEEDS", "mode_problem", "available_modes", "unavailable_modes",
            "skipped_note"]
@@ -43,6 +44,10 @@ SEARCH_MODES: dict[str, SearchMode] = {
     "expanded_lexical": BRANCHES["expanded_lexical"],
     "hybrid_expanded": search_hybrid_expanded,
     "hybrid_prf": search_hybrid_prf,
+    # issue 11: documents embedded with their topic's gloss and company (labkit.fielded), and the same on the
+    # query rewritten by labkit.spelling (wrong keyboard layout and typos fixed against the corpus' words)
+    "fielded": BRANCHES["fielded"],
+    "fielded_corrected": corrected(BRANCHES["fielded"]),
 }
 
 # mode or branch name -> a check returning why it cannot run here (None: it can)

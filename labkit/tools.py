@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .context import Lab  # at run time: tool_schema resolves the tools' type hints
-from .corpus import COMPANIES, TONE_NAMES, TONES, TOPIC_NAMES, TOPICS
+from .corpus import COMPANIES, TONE_NAMES, TONES, TOPIC_GLOSSES, TOPIC_NAMES, TOPICS
 from .fusion import search_hybrid
 from .text import ERROR_CHARS, VALUE_CHARS, count, shorten
 
@@ -46,22 +46,15 @@ Tone = Literal[TONES]  # type: ignore[valid-type]
 
 MAX_STRING_LENGTH = 200  # longer model-supplied strings are refused
 # Russian glosses of the enum codes, shown to the model in the schema: it reads Russian questions,
-# and «нефть и металлы» or «ключевая ставка» name no code. Built from what the corpus's topics hold.
+# and «нефть и металлы» or «ключевая ставка» name no code. The topics' glosses live in labkit.corpus
+# (the fielded search branch embeds them too); a new code without a gloss fails there at import.
 ENUM_GLOSSES: dict[str, str] = {
-    "commodities": "сырьё: нефть, золото, серебро, металлы, добыча",
-    "energy": "энергетика: электроэнергия",
-    "finance": "финансы: банки, прибыль компаний, курс рубля, облигации",
-    "incident": "происшествия: кибератаки, сбои",
-    "monetary": "денежно-кредитная политика: ключевая ставка ЦБ",
-    "realty": "недвижимость: жильё, квартиры",
-    "retail": "розничная торговля: магазины, ритейлеры",
-    "sport": "спорт: соревнования, медали, матчи",
-    "tech": "технологии: нейросети, смартфоны, IT",
+    **TOPIC_GLOSSES,
     "positive": "позитивные, хорошие новости",
     "negative": "негативные, плохие новости",
     "neutral": "нейтральные новости",
 }
-_unglossed = [code for code in (*TOPICS, *TONES) if code not in ENUM_GLOSSES]
+_unglossed = [code for code in TONES if code not in ENUM_GLOSSES]
 if _unglossed:  # a new code in the data needs a gloss the model can match to a Russian question
     raise RuntimeError(f"no Russian gloss for {_unglossed}: add it to ENUM_GLOSSES in labkit/tools.py")
 TOP_K = 3  # search_articles returns this many documents

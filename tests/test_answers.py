@@ -12,7 +12,7 @@ import pytest
 import labkit as lk
 from labkit.entity_tool import FINAL_TOOLS, search_by_entity
 from labkit.faithfulness import check_answer, extractive_answer, strip_ids
-from labkit.planner import drop_ungrounded, is_grounded
+from labkit.planner import TOPIC_GROUNDING, drop_ungrounded, is_grounded, route_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ["[6] Фигурист взял золото на чемпионате России, обновив личный рекорд",
@@ -113,3 +113,46 @@ def test_eval_agent_scores_choice_and_faithfulness(settings, tmp_path):
     sport = report["rows"][0]
     assert sport["tool"] == "get_metrics" and sport["correct"] is True
     assert "спорт" in sport["answer"] and any(ch.isdigit() for ch in sport["answer"])
+
+
+@pytest.mark.parametrize(("question", "call", "expected"), [
+    # a count question answered by a search, or by a topic the question does not name
+    ("Сколько в базе новостей о происшествиях?", ("search_articles", {"query": "происшествия"}),
+     ("get_metrics", {"topic": "incident"})),
+    ("Сколько новостей про нефть и металлы?", ("get_metrics", {"topic": "energy"}), ("get_metrics", {"topic": "commodities"})),
+    ("Сколько новостей по денежно-кредитной политике?", ("get_metrics", {"topic": "finance"}),
+     ("get_metrics", {"topic": "monetary"})),
+    # a value the tool does not take, which another tool does
+    ("Какие новости в базе нейтральные?", ("get_metrics", {"topic": "neutral"}), ("search_by_entity", {"tone": "neutral"})),
+    # a search for filter words only
+    ("Найди все негативные новости.", ("search_articles", {"query": "негативные новости"}),
+     ("search_by_entity", {"tone": "negative"})),
+    ("Покажи все новости о Магните.", ("search_articles", {"query": "Магнит"}), ("search_by_entity", {"company": "Магнит"})),
+    # two values of one filter asked for: no filter
+    ("Покажи все новости про Сбербанк, и хорошие, и плохие.", ("search_by_entity", {"company": "Сбербанк", "tone": "positive"}),
+     ("search_by_entity", {"company": "Сбербанк"})),
+])
+def test_a_call_meant_for_another_tool_is_routed_there(question, call, expected):
+    name, arguments = call
+    planned = drop_ungrounded(route_calls([{"name": name, "arguments": arguments}], question, FINAL_TOOLS),
+                              question, FINAL_TOOLS)
+    assert [(c["name"], c["arguments"]) for c in planned] == [expected]
+
+
+@pytest.mark.parametrize(("question", "call"), [
+    ("Сколько стоит золото?", ("search_articles", {"query": "золото"})),  # a price, not a count of news
+    ("Сколько будет дважды два?", ("search_articles", {"query": "два"})),  # names no topic: the model's choice stands
+    ("Сколько новостей о спорте и технологиях?", ("get_metrics", {"topic": "sport"})),  # two topics: keep the model's
+    ("Что пишет Сбербанк о GigaChat?", ("search_articles", {"query": "Сбербанк GigaChat"})),  # a subject beyond the filter
+    ("Что известно о добыче нефти?", ("search_articles", {"query": "добыча нефти"})),
+    ("Какие новости есть про Яндекс?", ("search_by_entity", {"company": "Яндекс"})),
+])
+def test_calls_the_question_does_not_contradict_are_left_alone(question, call):
+    name, arguments = call
+    assert route_calls([{"name": name, "arguments": arguments}], question, FINAL_TOOLS) == [{"name": name, "arguments": arguments}]
+
+
+def test_topic_words_come_from_the_glosses_and_skip_listing_words():
+    assert "происшест" in TOPIC_GROUNDING["incident"] and "сырь" in TOPIC_GROUNDING["commodities"]
+    assert not any(start.startswith("компа") for starts in TOPIC_GROUNDING.values() for start in starts)
+    assert set(TOPIC_GROUNDING) == set(lk.TOPICS)
