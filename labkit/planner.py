@@ -169,14 +169,15 @@ def route_calls(calls: list[dict[str, Any]], question: str,
     * a search whose query is only filter words («негативные новости», «Магнит»): the
       filter-only tool with the values the question names.
 
-    Anything else is left as the model chose it.
+    Anything else is left as the model chose it; a call to a tool that is not offered too
+    (the tools node tells the model so).
     """
     schemas = _schemas(tools)
     counter = next((name for name, s in schemas.items()
                     if len(s["required"]) == 1 and s["required"][0] in _enum_params(s)), None)
     lister = next((name for name, s in schemas.items()
                    if not s["required"] and s["properties"] and len(_enum_params(s)) == len(s["properties"])), None)
-    if counter and calls and _COUNT.search(question):
+    if counter and calls and calls[0].get("name") in schemas and _COUNT.search(question):
         key = schemas[counter]["required"][0]
         asked = _asked(schemas[counter], question)
         chosen = calls[0]["arguments"].get(key) if isinstance(calls[0].get("arguments"), dict) else None

@@ -156,3 +156,8 @@ def test_topic_words_come_from_the_glosses_and_skip_listing_words():
     assert "происшест" in TOPIC_GROUNDING["incident"] and "сырь" in TOPIC_GROUNDING["commodities"]
     assert not any(start.startswith("компа") for starts in TOPIC_GROUNDING.values() for start in starts)
     assert set(TOPIC_GROUNDING) == set(lk.TOPICS)
+
+
+def test_a_call_to_a_tool_not_offered_is_left_for_the_tools_node():
+    call = {"name": "get_weather", "arguments": {"city": "Tokyo"}}
+    assert route_calls([call], "Сколько новостей про спорт в базе?", FINAL_TOOLS) == [call]
