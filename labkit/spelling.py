@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from .lexical import MAX_WORDS
+from .lexical import query_words
 from .ranking import Hit
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ __all__ = ["MIN_LETTERS", "Correction", "same_word", "edit_distance", "from_lati
            "corrected"]
 
 MIN_LETTERS = 5  # shorter words are left alone: too many real words sit one edit apart
-MAX_WORD_LENGTH = 40  # a longer "word" is no typo of a news word; like the lexical branch, only MAX_WORDS are read
 _WORD = re.compile(r"\w+")
 _LATIN = re.compile(r"[a-z\[\];',.`]+")
 _LAYOUT = dict(zip("qwertyuiop[]asdfghjkl;'zxcvbnm,.`", "йцукенгшщзхъфывапролджэячсмитьбюё"))
@@ -102,7 +101,7 @@ def _stems(lab: Lab, words: list[str]) -> dict[str, list[str] | None]:
 
 def correct_query(lab: Lab, query: str) -> Correction:
     """The query with wrong-layout and misspelt words replaced by corpus words. Taught in 11_beyond_rrf."""
-    words = [w for w in dict.fromkeys(w.lower() for w in _WORD.findall(query)) if len(w) <= MAX_WORD_LENGTH][:MAX_WORDS]
+    words = query_words(query)  # the words the lexical branch reads: distinct, lower-cased, bounded
     if not words:
         return Correction(query, query, ())
     with lab.conn.cursor() as cur:
