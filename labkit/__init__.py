@@ -32,17 +32,20 @@ from .corpus import (
     load_queries,
     query_kinds,
 )
+from .coverage import COVERAGE_DEPTH, COVERAGE_DEPTHS, covered, covered_lexemes, rerank_by_coverage
 from .db import DatabaseUnavailable, LoadReport, connect, ensure_corpus, lab_vector_table, vector_table
 from .embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
 from .embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
 from .errors import LabError
 from .evaluation import (
+    DepthResult,
     EvalReport,
     TuningResult,
     branch_rankings,
     compare_hybrid_latency,
     default_grid,
     evaluate,
+    pick_coverage_depth,
     time_modes,
     tune_fusion,
     weight_grid,
@@ -130,11 +133,13 @@ __all__ = [
     "sync_expanded_vectors", "search_hybrid_expanded", "PrfConfig", "DEFAULT_PRF", "search_vector_prf",
     "search_hybrid_prf", "FIELDED_VECTORS", "fielded_params", "search_fielded",
     "Correction", "correct_query", "corrected", "from_latin_layout",
+    "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",
-    "branch_rankings", "TuningResult", "default_grid", "weight_grid", "tune_fusion",
+    "branch_rankings", "TuningResult", "default_grid", "weight_grid", "tune_fusion", "DepthResult",
+    "pick_coverage_depth",
     "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes",
     # scale
     "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",

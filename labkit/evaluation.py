@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pandas as pd
 
 from .corpus import LabelledQuery
+from .coverage import COVERAGE_DEPTHS, covered
 from .errors import LabError
 from .fusion import BRANCHES, CANDIDATES, RRF_K, FusionConfig, SearchMode, fuse, search_hybrid, search_hybrid_sql
 from .metrics import METRICS, Metric, mean_metric, metric_value
@@ -46,6 +47,8 @@ __all__ = [
     "default_grid",
     "weight_grid",
     "tune_fusion",
+    "DepthResult",
+    "pick_coverage_depth",
 ]
 
 DEPTH = 10
@@ -303,3 +306,24 @@ def tune_fusion(
             TuningResult(config, mean_metric("recall", fused, queries, top_k), mean_metric("mrr", fused, queries, top_k))
         )
     return sorted(results, key=lambda r: (-r.recall, -r.mrr, _departure(r.config)))
+
+
+class DepthResult(NamedTuple):
+    """Mean metrics of one coverage head size (``labkit.coverage``) on labelled queries."""
+
+    depth: int
+    recall: float
+    mrr: float
+
+
+def pick_coverage_depth(lab: Lab, search: SearchMode, queries: Sequence[LabelledQuery],
+                        depths: Sequence[int] = COVERAGE_DEPTHS, top_k: int = 3) -> list[DepthResult]:
+    """Each head size's Recall@k and MRR of ``covered(search, depth)`` on `queries`; best first, ties to the smaller head.
+
+    Taught in 11_beyond_rrf, where it runs on the tune split only (its choice is ``COVERAGE_DEPTH``).
+    """
+    if not queries:
+        raise ValueError("pick_coverage_depth needs at least one labelled query")
+    report = evaluate(lab, queries, {str(d): covered(search, d) for d in depths}, top_k=top_k)
+    results = [DepthResult(d, report.means[str(d)]["recall"], report.means[str(d)]["mrr"]) for d in depths]
+    return sorted(results, key=lambda r: (-r.recall, -r.mrr, r.depth))

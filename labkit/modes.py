@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from .coverage import covered
 from .fusion import (
     BRANCHES,
     SearchMode,
@@ -48,6 +49,8 @@ SEARCH_MODES: dict[str, SearchMode] = {
     # query rewritten by labkit.spelling (wrong keyboard layout and typos fixed against the corpus' words)
     "fielded": BRANCHES["fielded"],
     "fielded_corrected": corrected(BRANCHES["fielded"]),
+    # the same, its first hits re-ranked by how many query words each fielded text holds (labkit.coverage)
+    "fielded_covered": corrected(covered(BRANCHES["fielded"])),
 }
 
 # mode or branch name -> a check returning why it cannot run here (None: it can)

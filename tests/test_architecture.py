@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "settings": 0, "text": 0, "ranking": 0, "corpus": 0, "metrics": 0, "nbengine": 0,
     "context": 1, "labhome": 1, "modelcheck": 1, "faithfulness": 1, "embedding": 1, "lexical": 1, "embedcache": 1,
     "db": 2, "vector": 2, "bm25": 2, "latent": 2, "expanded": 2, "textvec": 2, "fielded": 2, "spelling": 2,
-    "fusion": 3, "modes": 3, "prf": 3,
+    "fusion": 3, "modes": 3, "prf": 3, "coverage": 3,
     "evaluation": 4, "tools": 4, "chat": 4, "planner": 4, "expansion": 4,
     "agent": 5, "agent_eval": 5, "checks": 5, "scale": 5, "significance": 5, "entity_tool": 5, "site": 5,
     "pgembedded": 6, "modelembedded": 6, "stack": 6, "lab": 6, "cli": 6, "modelserver": 6, "grading": 6,

@@ -7,7 +7,7 @@ import pytest
 import labkit as lk
 from labkit.corpus import TOPIC_GLOSSES
 
-MODES = ["fielded", "fielded_corrected"]
+MODES = ["fielded", "fielded_corrected", "fielded_covered"]
 
 
 def test_weight_grid_lists_each_single_branch_once():
