@@ -299,8 +299,11 @@ def test_ctrl_c_at_any_point_of_up_leaves_nothing_that_down_cannot_stop(fresh_ho
     env["LABKIT_HOME"] = str(fresh_home)
     moments = []
     for delay in (0.5, 2.0, 4.0, 7.0, 11.0):
+        # A terminal's foreground job takes SIGINT by default, even when this test runs under `cmd &`
+        # (a non-interactive shell starts background jobs with SIGINT ignored, and children inherit that).
         up = subprocess.Popen([sys.executable, "-m", "labkit", "up"], cwd=ROOT, env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(delay)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(up.pid, signal.SIGINT)
