@@ -72,6 +72,12 @@ def _state() -> dict:
     return json.loads((lk.get_settings().home / "stack.json").read_text())
 
 
+def _gist(message: str) -> str:
+    """A failure's first line and its last lines (a traceback's cause is at its end)."""
+    head, _, rest = message.partition("\n")
+    return f"{head}\n...\n{rest[-1200:]}" if rest else head
+
+
 @pytest.fixture()
 def corpus_rows(settings):
     """The corpus rows plus a student's row, and a check at the end that none was lost or changed."""
@@ -102,7 +108,7 @@ def test_four_kernels_run_notebooks_01_to_05_at_once(corpus_rows):
                 execute(path, BUILD / f"kernel{number}" / path.name)
             except BaseException as err:  # noqa: BLE001 - pytest.fail raises a BaseException; count it
                 with lock:
-                    failures.append(f"kernel {number}, {path.name}: {str(err)[:400]}")
+                    failures.append(f"kernel {number}, {path.name}: {_gist(str(err))}")
             with lock:
                 durations.append(time.monotonic() - started)
 

@@ -8,6 +8,7 @@ the grader use this engine.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,32 @@ def test_four_widget_notebooks_at_once_all_finish(tmp_path: Path):
             continue
         assert run.returncode == 0, log[-2000:]
     assert not stalled, f"runs {stalled} of {RUNS_AT_ONCE} waited for a reply that had arrived"
+
+
+PROBE_CELL = """import json, os
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+print(json.dumps({"transport": app.transport, "ip": app.ip,
+                  "sockets": sorted(p for p in os.listdir(os.path.dirname(app.ip)) if p.startswith(os.path.basename(app.ip)))}))"""
+
+
+def test_kernels_listen_on_unix_sockets_of_their_own_that_are_removed_at_the_end(tmp_path: Path):
+    """No TCP port to lose to another process between jupyter_client's pick and the kernel's bind."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(PROBE_CELL)]
+    source = tmp_path / "probe.ipynb"
+    nbformat.write(nb, source)
+    outputs = [tmp_path / f"out{n}.ipynb" for n in range(2)]
+    runs = [subprocess.Popen([sys.executable, "-m", "labkit.nbengine", str(source), str(out), "--kernel", "python3",
+                              "--no-progress-bar"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for out in outputs]
+    for run in runs:
+        log, _ = run.communicate(timeout=120)
+        assert run.returncode == 0, log[-2000:]
+    seen = [json.loads(nbformat.read(out, as_version=4).cells[0].outputs[0].text) for out in outputs]
+    for probe in seen:
+        assert probe["transport"] == "ipc", probe
+        assert len(probe["sockets"]) == 5, probe  # shell, iopub, stdin, control, heartbeat
+        assert not list(Path(probe["ip"]).parent.glob(Path(probe["ip"]).name + "-*")), "socket files left behind"
+    assert seen[0]["ip"] != seen[1]["ip"]
