@@ -18,6 +18,7 @@ builds its engine on SlicedEngine.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -76,12 +77,15 @@ class SlicedClient(PapermillNotebookClient):
     jupyter_client picks a TCP port by binding and closing it, and the kernel binds it again a
     second later; any other process may take the port meanwhile (another kernel starting, an
     outgoing connection to Postgres or the model server) and the kernel dies with "Address already
-    in use" before the first cell (papermill issue 511). Kernels started at once by the notebook
-    tests and the grader met that race; a path made from a fresh uuid cannot be taken.
+    in use" before the first cell (papermill issue 511). The notebook tests and the grader start
+    kernels at once, so they can meet that race; a path made from a fresh uuid cannot be taken.
+    Windows has no ``ipc`` transport in Jupyter: there the kernel keeps its TCP ports.
     """
 
     def create_kernel_manager(self) -> Any:
         km = super().create_kernel_manager()
+        if os.name != "posix":
+            return km
         km.transport = "ipc"
         km.cache_ports = False  # port numbers are socket-file suffixes here, not TCP ports to reserve
         km.ip = socket_prefix()  # the kernel binds <ip>-1 … <ip>-5; the manager removes them at shutdown
