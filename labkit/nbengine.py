@@ -64,7 +64,7 @@ def socket_prefix() -> str:
     temporary directory where that path would pass the ~100-byte limit of a socket's address."""
     name = f"labkit-{uuid.uuid4().hex[:16]}"
     runtime = Path(jupyter_runtime_dir())
-    if len(str(runtime / name)) + 3 > SOCKET_PATH_LIMIT:
+    if len(f"{runtime / name}-5") > SOCKET_PATH_LIMIT:  # the longest socket path: <prefix>-<1..5>
         runtime = Path(tempfile.gettempdir())
     runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
     return str(runtime / name)

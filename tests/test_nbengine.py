@@ -54,17 +54,26 @@ def test_no_message_by_the_timeout_is_still_empty():
     assert 3 <= len(channel.asked) <= 4 and all(t <= 0.05 for t in channel.asked)
 
 
-def test_four_widget_notebooks_at_once_all_finish(tmp_path: Path):
+def _notebook(path: Path, sources: list[str]) -> Path:
+    """A python3 notebook of these code cells, written to `path`."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("import ipywidgets as widgets\nfrom IPython.display import display")]
-    nb.cells += [nbformat.v4.new_code_cell(WIDGET_CELL.format(number=n)) for n in range(40)]
-    source = tmp_path / "widgets.ipynb"
-    nbformat.write(nb, source)
-    runs = [subprocess.Popen([sys.executable, "-m", "labkit.nbengine", str(source), str(tmp_path / f"out{n}.ipynb"),
-                              "--kernel", "python3", "--no-progress-bar",
-                              "--execution-timeout", str(STALL_SECONDS * 2)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nbformat.write(nb, path)
+    return path
+
+
+def _start(source: Path, output: Path, *options: str) -> subprocess.Popen:
+    """A run of the labkit engine on `source`, in its own process group, its log on stdout."""
+    return subprocess.Popen([sys.executable, "-m", "labkit.nbengine", str(source), str(output),
+                             "--kernel", "python3", "--no-progress-bar", *options],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def test_four_widget_notebooks_at_once_all_finish(tmp_path: Path):
+    cells = ["import ipywidgets as widgets\nfrom IPython.display import display"]
+    source = _notebook(tmp_path / "widgets.ipynb", cells + [WIDGET_CELL.format(number=n) for n in range(40)])
+    runs = [_start(source, tmp_path / f"out{n}.ipynb", "--execution-timeout", str(STALL_SECONDS * 2))
             for n in range(RUNS_AT_ONCE)]
     stalled = []
     for n, run in enumerate(runs):
@@ -88,15 +97,9 @@ print(json.dumps({"transport": app.transport, "ip": app.ip,
 
 def test_kernels_listen_on_unix_sockets_of_their_own_that_are_removed_at_the_end(tmp_path: Path):
     """No TCP port to lose to another process between jupyter_client's pick and the kernel's bind."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(PROBE_CELL)]
-    source = tmp_path / "probe.ipynb"
-    nbformat.write(nb, source)
+    source = _notebook(tmp_path / "probe.ipynb", [PROBE_CELL])
     outputs = [tmp_path / f"out{n}.ipynb" for n in range(2)]
-    runs = [subprocess.Popen([sys.executable, "-m", "labkit.nbengine", str(source), str(out), "--kernel", "python3",
-                              "--no-progress-bar"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for out in outputs]
+    runs = [_start(source, out) for out in outputs]
     for run in runs:
         log, _ = run.communicate(timeout=120)
         assert run.returncode == 0, log[-2000:]
