@@ -173,6 +173,7 @@ print(port, secrets.token_hex(16))')
             "${root_flag[@]+"${root_flag[@]}"}"
         ;;
     test)
+        hub/install.sh  # JupyterHub and its proxy for tests/test_hub.py: installs only what is missing or changed
         stack_up
         targets=(tests)  # unless the arguments name test files or folders themselves
         for arg in "$@"; do [[ "$arg" != -* && -e "${arg%%::*}" ]] && targets=(); done

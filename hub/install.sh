@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Class mode (hub/README.md): JupyterHub into the lab's .venv, its proxy into hub/node_modules.
-# Installs only what is missing or changed; .ci/run calls it so that tests/test_hub.py has both.
+# Installs only what is missing or changed; `./run.sh test` calls it so that tests/test_hub.py has both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -14,7 +14,7 @@ clicks do, so the environment the hub gave the server (DATABASE_URL, OLLAMA_HOST
 kernel gets. Running papermill as the user would bypass the hub and prove less.
 
 The figure printed: memory per student, the RSS (and USS) of one student's server plus kernel.
-The hub needs `hub/install.sh` (JupyterHub, configurable-http-proxy); .ci/run runs it.
+The hub needs `hub/install.sh` (JupyterHub, configurable-http-proxy); `./run.sh test` runs it.
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def hub(settings: lk.Settings) -> Iterator[Hub]:
     try:
         import jupyterhub  # noqa: F401 - installed by hub/install.sh, not requirements.txt
     except ImportError:
-        pytest.fail("JupyterHub is not installed: run hub/install.sh (.ci/run does)")
-    assert PROXY.exists(), "configurable-http-proxy is missing: run hub/install.sh (.ci/run does)"
+        pytest.fail("JupyterHub is not installed: run hub/install.sh (./run.sh test does)")
+    assert PROXY.exists(), "configurable-http-proxy is missing: run hub/install.sh (./run.sh test does)"
     with private_postgres() as postgres:
         state = postgres.home.parent / "hub"
         log = postgres.home.parent / "jupyterhub.log"
