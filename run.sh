@@ -58,13 +58,13 @@ if [[ "${LAB_STACK:-embedded}" != "compose" && -z "${OLLAMA_HOST:-}" ]] \
 fi
 
 # --- the compose stack (compose.yaml) --------------------------------------------------------
-# Ports and models come from labkit.settings (LAB_STACK=compose), so they are written once: the ports
+# Ports and models come from labkit.core.settings (LAB_STACK=compose), so they are written once: the ports
 # of DATABASE_URL and OLLAMA_HOST (default 5432 and 11434; compose.yaml publishes on them), and the
 # models EMBED_MODEL, CHAT_MODEL, ALT_CHAT_MODEL plus NO_TOOLS_MODEL (exercise 08's model without tools).
 compose_settings() {
     python -c '
 from urllib.parse import urlsplit
-from labkit.settings import NO_TOOLS_MODEL, get_settings
+from labkit.core.settings import NO_TOOLS_MODEL, get_settings
 s = get_settings()
 print(urlsplit(s.database_url).port or 5432, urlsplit(s.ollama_host).port)
 print(*dict.fromkeys([s.embed_model, s.chat_model, s.alt_chat_model, NO_TOOLS_MODEL]))'

@@ -34,11 +34,11 @@ from pathlib import Path
 import httpx
 
 import labkit as lk
-from labkit.context import Lab
-from labkit.entity_tool import FINAL_SYSTEM, FINAL_TOOLS
-from labkit.lab import model_client
-from labkit.modelserver.app import VERSION
-from labkit.pgembedded import free_port
+from labkit.agent.entity_tool import FINAL_SYSTEM, FINAL_TOOLS
+from labkit.core.context import Lab
+from labkit.services.modelserver.app import VERSION
+from labkit.services.pgembedded import free_port
+from labkit.services.setup import model_client
 
 
 @contextmanager
@@ -48,7 +48,7 @@ def private_model_server() -> Iterator[str]:
     host = f"http://127.0.0.1:{port}"
     log = Path(tempfile.mkstemp(prefix="class_load-", suffix=".log")[1])
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(port)],
+        proc = subprocess.Popen([sys.executable, "-m", "labkit.services.modelserver", "--port", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300

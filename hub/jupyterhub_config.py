@@ -7,7 +7,7 @@ Run as root from the repository, after `hub/install.sh` (hub/README.md):
 Students are local accounts in the group LABKIT_HUB_GROUP (default `students`) and log in with
 their system password (PAMAuthenticator). Each gets a Jupyter server of their own, started as
 that account by LocalProcessSpawner, with the course notebooks copied into their home once.
-Before a server starts, `labkit.classroom` makes the student's Postgres role and database on
+Before a server starts, `labkit.services.classroom` makes the student's Postgres role and database on
 the lab's one Postgres and puts that DATABASE_URL into the server's environment, beside the one
 model server everybody shares (OLLAMA_HOST): the superuser password stays in the hub.
 
@@ -31,8 +31,8 @@ import sys
 from pathlib import Path
 
 import labkit
-from labkit import classroom
-from labkit.labhome import ensure_private_dir
+from labkit.services import classroom
+from labkit.services.home import ensure_private_dir
 
 c = get_config()  # noqa: F821 - JupyterHub provides get_config() to the file it loads
 

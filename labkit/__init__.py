@@ -6,13 +6,23 @@ every function below takes that ``Lab`` (or plain data) as its argument.
 ``import labkit`` starts nothing and loads no engine (Postgres server, llama.cpp, e5, LangGraph).
 """
 
-from .agent import Agent, AgentResult, open_checkpointer, planner_context
-from .agent_eval import AgentQuestion, choice_is_correct, evaluate_agent, evaluate_tool_choice, load_agent_questions
-from .bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
-from .chat import Reply, ask_model, split_thinking
-from .checks import CheckResult, check_entity_tool, check_model_table, check_weighted_rrf, exercise_questions, ready
-from .context import Lab
-from .corpus import (
+from labkit.agent.faithfulness import check_answer, faithfulness_rate
+from labkit.agent.graph import Agent, AgentResult, open_checkpointer, planner_context
+from labkit.agent.planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, drop_ungrounded, plan, route_calls
+from labkit.agent.tools import (
+    DEFAULT_TOOLS,
+    Company,
+    Tone,
+    ToolResult,
+    Topic,
+    call_tool,
+    format_result,
+    get_metrics,
+    search_articles,
+    tool_schema,
+)
+from labkit.core.context import Lab, LoadReport
+from labkit.core.corpus import (
     COMPANIES,
     CORPUS_PATH,
     DATA_DIR,
@@ -32,12 +42,20 @@ from .corpus import (
     load_queries,
     query_kinds,
 )
-from .coverage import COVERAGE_DEPTH, COVERAGE_DEPTHS, covered, covered_lexemes, rerank_by_coverage
-from .db import DatabaseUnavailable, LoadReport, connect, ensure_corpus, lab_vector_table, vector_table
-from .embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
-from .embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
-from .errors import LabError
-from .evaluation import (
+from labkit.core.errors import LabError
+from labkit.core.ranking import Hit, ids
+from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
+from labkit.core.text import count, plural, say, shorten
+from labkit.course.checks import (
+    CheckResult,
+    check_entity_tool,
+    check_model_table,
+    check_weighted_rrf,
+    exercise_questions,
+    ready,
+)
+from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
+from labkit.evaluation.retrieval import (
     DepthResult,
     EvalReport,
     TuningResult,
@@ -50,11 +68,43 @@ from .evaluation import (
     tune_fusion,
     weight_grid,
 )
-from .expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
-from .expansion import ExpansionReport, ensure_expansion, parse_questions
-from .faithfulness import check_answer, faithfulness_rate
-from .fielded import FIELDED_VECTORS, fielded_params, search_fielded
-from .fusion import (
+from labkit.evaluation.scale import (
+    build_hnsw,
+    exact_search,
+    filtered_search,
+    hnsw_search,
+    load_vectors,
+    make_queries,
+    make_vectors,
+    plot_tradeoff,
+    run_bench,
+    sweep_ef_search,
+)
+from labkit.evaluation.significance import Interval, bootstrap_ci, compare_modes, paired_test, per_query_scores
+from labkit.evaluation.tool_choice import (
+    AgentQuestion,
+    choice_is_correct,
+    evaluate_agent,
+    evaluate_tool_choice,
+    load_agent_questions,
+)
+from labkit.models.availability import ModelMissing, check_models
+from labkit.models.chat import Reply, ask_model, split_thinking
+from labkit.models.embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
+from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
+from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
+from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
+from labkit.retrieval.branches.latent import (
+    LatentUnavailable,
+    encode_latent,
+    ensure_latent_terms,
+    latent_problem,
+    search_latent,
+)
+from labkit.retrieval.branches.lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
+from labkit.retrieval.branches.prf import DEFAULT_PRF, PrfConfig, search_hybrid_prf, search_vector_prf
+from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
+from labkit.retrieval.fusion import (
     BRANCHES,
     DEFAULT_FUSION,
     HYBRID_SQL,
@@ -70,45 +120,22 @@ from .fusion import (
     search_hybrid_latent,
     search_hybrid_sql,
 )
-from .lab import open_lab, setup
-from .latent import LatentUnavailable, encode_latent, ensure_latent_terms, latent_problem, search_latent
-from .lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
-from .metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
-from .modelcheck import ModelMissing, check_models
-from .modes import SEARCH_MODES, available_modes, mode_problem, skipped_note, unavailable_modes
-from .planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, drop_ungrounded, plan, route_calls
-from .prf import DEFAULT_PRF, PrfConfig, search_hybrid_prf, search_vector_prf
-from .ranking import Hit, ids
-from .scale import (
-    build_hnsw,
-    exact_search,
-    filtered_search,
-    hnsw_search,
-    load_vectors,
-    make_queries,
-    make_vectors,
-    plot_tradeoff,
-    run_bench,
-    sweep_ef_search,
+from labkit.retrieval.modes import SEARCH_MODES, available_modes, mode_problem, skipped_note, unavailable_modes
+from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
+from labkit.retrieval.rerankers.coverage import (
+    COVERAGE_DEPTH,
+    COVERAGE_DEPTHS,
+    covered,
+    covered_lexemes,
+    rerank_by_coverage,
 )
-from .settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
-from .significance import Interval, bootstrap_ci, compare_modes, paired_test, per_query_scores
-from .spelling import Correction, correct_query, corrected, from_latin_layout
-from .stack import StackError, down, ensure_stack, status, up
-from .text import count, plural, say, shorten
-from .tools import (
-    DEFAULT_TOOLS,
-    Company,
-    Tone,
-    ToolResult,
-    Topic,
-    call_tool,
-    format_result,
-    get_metrics,
-    search_articles,
-    tool_schema,
-)
-from .vector import embeddable, search_vector, vector_sql
+from labkit.retrieval.rewriters.spelling import Correction, correct_query, corrected, from_latin_layout
+from labkit.services.setup import open_lab, setup
+from labkit.services.stack import StackError, down, ensure_stack, status, up
+from labkit.store.connection import DatabaseUnavailable, connect
+from labkit.store.embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
+from labkit.store.loading import ensure_corpus
+from labkit.store.vectors import lab_vector_table, vector_table
 
 __all__ = [
     # the edge: settings, services, the lab context

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 import labkit as lk
-import labkit.lab
-import labkit.stack
+import labkit.services.setup
+import labkit.services.stack
 
 
 class ServiceUsed(AssertionError):
@@ -34,14 +34,14 @@ def _services_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pyte
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise ServiceUsed(f"{request.node.nodeid} reaches a service but is not marked @pytest.mark.services")
 
-    for target, name in [(labkit.stack, "ensure_stack"), (labkit.stack, "up"), (labkit.lab, "ensure_stack"),
+    for target, name in [(labkit.services.stack, "ensure_stack"), (labkit.services.stack, "up"), (labkit.services.setup, "ensure_stack"),
                          (psycopg, "connect"), (psycopg.Connection, "connect")]:
         monkeypatch.setattr(target, name, refuse)
 
 
 @pytest.fixture(scope="session")
 def settings() -> lk.Settings:
-    """The running stack's settings (started by `labkit.stack.ensure_stack` when nothing answers)."""
+    """The running stack's settings (started by `labkit.services.stack.ensure_stack` when nothing answers)."""
     return lk.ensure_stack()
 
 

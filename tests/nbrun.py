@@ -110,7 +110,7 @@ def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> n
     output.parent.mkdir(parents=True, exist_ok=True)
     output.unlink(missing_ok=True)
     command = [
-        sys.executable, "-m", "labkit.nbengine", str(path), str(output),  # papermill, with sliced waits
+        sys.executable, "-m", "labkit.course.nbengine", str(path), str(output),  # papermill, with sliced waits
         "--kernel", KERNEL, "--cwd", str(path.parent),
         "--parameters_yaml", json.dumps(meta.get("ci_parameters", {})),
         "--execution-timeout", str(timeout), "--no-progress-bar",

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit import pgembedded
+from labkit.services import pgembedded
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 import labkit as lk
-from labkit.agent import CONTEXT_TOKENS, HISTORY_TOKENS, estimate_tokens
-from labkit.tools import DEFAULT_TOOLS
+from labkit.agent.graph import CONTEXT_TOKENS, HISTORY_TOKENS, estimate_tokens
+from labkit.agent.tools import DEFAULT_TOOLS
 
 SYSTEM = "системная подсказка"
 # About 500 real tokens of Russian each (the model server's tokenizer reads ~3 characters per token).

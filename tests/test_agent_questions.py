@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from labkit.agent_eval import AgentQuestion, choice_is_correct, load_agent_questions
-from labkit.corpus import DataError, load_corpus
-from labkit.entity_tool import search_by_entity
-from labkit.tools import DEFAULT_TOOLS, tool_schema
+from labkit.agent.entity_tool import search_by_entity
+from labkit.agent.tools import DEFAULT_TOOLS, tool_schema
+from labkit.core.corpus import DataError, load_corpus
+from labkit.evaluation.tool_choice import AgentQuestion, choice_is_correct, load_agent_questions
 
 KINDS = {"search", "count", "entity", "no_extra", "none"}
 SPLITS = ("tune", "report")

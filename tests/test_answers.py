@@ -1,4 +1,4 @@
-"""Faithful answers and grounded arguments: the checks behind the agent's answers (labkit.faithfulness, planner)."""
+"""Faithful answers and grounded arguments: the checks behind the agent's answers (labkit.agent.faithfulness, planner)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import labkit as lk
-from labkit.entity_tool import FINAL_TOOLS, search_by_entity
-from labkit.faithfulness import check_answer, extractive_answer, strip_ids
-from labkit.planner import TOPIC_GROUNDING, drop_ungrounded, is_grounded, route_calls
+from labkit.agent.entity_tool import FINAL_TOOLS, search_by_entity
+from labkit.agent.faithfulness import check_answer, extractive_answer, strip_ids
+from labkit.agent.planner import TOPIC_GROUNDING, drop_ungrounded, is_grounded, route_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ["[6] Фигурист взял золото на чемпионате России, обновив личный рекорд",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.bm25 import bm25_scores, fetch_postings, query_lexemes, search_bm25
-from labkit.corpus import load_corpus
-from labkit.fusion import search_hybrid_bm25
-from labkit.modes import SEARCH_MODES
+from labkit.core.corpus import load_corpus
+from labkit.retrieval.branches.bm25 import bm25_scores, fetch_postings, query_lexemes, search_bm25
+from labkit.retrieval.fusion import search_hybrid_bm25
+from labkit.retrieval.modes import SEARCH_MODES
 
 QUERIES = ["золото соревнования", "ключевая ставка ЦБ", "ставка на спорт", "добыча нефти", "ОПЕК", "золото"]
 FUZZ = [
@@ -87,9 +87,9 @@ def test_bm25_modes_are_registered():
 
 @pytest.mark.services
 def test_hybrid_bm25_is_rrf_of_vector_and_bm25(lab):
-    from labkit.fusion import rrf
-    from labkit.ranking import ids
-    from labkit.vector import search_vector
+    from labkit.core.ranking import ids
+    from labkit.retrieval.branches.vector import search_vector
+    from labkit.retrieval.fusion import rrf
 
     for query in QUERIES:
         expected = rrf([ids(search_vector(lab, query, 10)), ids(search_bm25(lab, query, 10))], rrf_k=60)[:5]

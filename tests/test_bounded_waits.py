@@ -20,10 +20,11 @@ from psycopg.conninfo import make_conninfo
 import labkit as lk
 from labkit.cli import main as cli_main
 from labkit.cli.bench import MAX_QUERIES, memory_needed, memory_problem
-from labkit.db import LATENT_LOCK, LockBusy, advisory_lock, advisory_xact_lock, application_name, lock_holders
-from labkit.lab import MODEL_TIMEOUT, PROBE_TIMEOUT, model_client
-from labkit.modelcheck import ModelServerUnavailable, check_models
-from labkit.modelembedded import create_time
+from labkit.models.availability import ModelServerUnavailable, check_models
+from labkit.services.modelembedded import create_time
+from labkit.services.setup import MODEL_TIMEOUT, PROBE_TIMEOUT, model_client
+from labkit.store.connection import application_name
+from labkit.store.locks import LATENT_LOCK, LockBusy, advisory_lock, advisory_xact_lock, lock_holders
 
 KEY = 0x7A11_0C0D_E5_0001  # a key of these tests only, with bits in both 32-bit halves
 
@@ -168,7 +169,7 @@ def test_create_time_of_a_process_that_is_gone_is_zero_not_an_exception():
 
 
 def test_psycopg_connections_of_the_lab_have_a_connect_timeout():
-    from labkit.db import CONNECT_TIMEOUT, connection_options
+    from labkit.store.connection import CONNECT_TIMEOUT, connection_options
 
     options = connection_options("postgresql://u@127.0.0.1:1/lab")
     assert options["connect_timeout"] == CONNECT_TIMEOUT and options["application_name"] == application_name()
@@ -177,7 +178,7 @@ def test_psycopg_connections_of_the_lab_have_a_connect_timeout():
 
 def test_the_stack_lock_is_given_up_on_after_the_wait_naming_its_holder(tmp_path):
     """Another `up` holds stack.lock (a child process here): this one gives up with its pid, then gets it once freed."""
-    from labkit.stack import StackError, _locked
+    from labkit.services.stack import StackError, _locked
 
     home = tmp_path / "home"
     with _locked(home, wait_seconds=1):

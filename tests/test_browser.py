@@ -33,7 +33,7 @@ from playwright.sync_api import Browser, Page, Route, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import labkit as lk
-from labkit.site import SiteReport, build_site
+from labkit.course.site import SiteReport, build_site
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -16,8 +16,8 @@ import pytest
 from nbrun import execute
 
 import labkit as lk
-from labkit.entity_tool import search_by_entity
-from labkit.site import is_fresh
+from labkit.agent.entity_tool import search_by_entity
+from labkit.course.site import is_fresh
 
 REPO = Path(__file__).resolve().parents[1]
 EXERCISES = ["07_task_weighted_rrf.ipynb", "08_task_models.ipynb", "09_task_entity_tool.ipynb"]

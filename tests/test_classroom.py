@@ -1,4 +1,4 @@
-"""Class mode without the hub: labkit.classroom's roles and databases, and how labkit finds a student's services.
+"""Class mode without the hub: labkit.services.classroom's roles and databases, and how labkit finds a student's services.
 
 The Postgres tests run on a private cluster (tests/privatepg.py): they make roles and close
 databases to PUBLIC, which the shared stack must never see. The rest needs no service.
@@ -11,9 +11,9 @@ import pytest
 from privatepg import PrivatePostgres, private_postgres
 
 import labkit as lk
-from labkit import classroom
-from labkit.lab import model_client
-from labkit.settings import ClassModeError, client_name, get_settings
+from labkit.core.settings import ClassModeError, client_name, get_settings
+from labkit.services import classroom
+from labkit.services.setup import model_client
 
 
 @pytest.fixture(scope="module")

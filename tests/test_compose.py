@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from labkit.settings import COMPOSE_DEFAULTS, NO_TOOLS_MODEL
+from labkit.core.settings import COMPOSE_DEFAULTS, NO_TOOLS_MODEL
 
 ROOT = Path(__file__).resolve().parent.parent
 

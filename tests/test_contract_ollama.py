@@ -24,18 +24,18 @@ import ollama
 import pytest
 from fake_ollama import FIXTURES, FakeOllama, canonical_name, fixture, fixture_source, request_violations
 
-import labkit.modelembedded as modelembedded
-from labkit.agent import Agent
-from labkit.agent_eval import evaluate_tool_choice, load_agent_questions
-from labkit.chat import ask_model
-from labkit.embedding import BATCH_SIZE, QWEN3_TASK, embed_documents, embed_query
-from labkit.modelcheck import ModelMissing, check_models
-from labkit.planner import PLAN_TOKENS, plan
-from labkit.settings import NO_TOOLS_MODEL, Settings, get_settings, normalize_host
-from labkit.tools import DEFAULT_TOOLS, tool_schema
+import labkit.services.modelembedded as modelembedded
+from labkit.agent.graph import Agent
+from labkit.agent.planner import PLAN_TOKENS, plan
+from labkit.agent.tools import DEFAULT_TOOLS, tool_schema
+from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, normalize_host
+from labkit.evaluation.tool_choice import evaluate_tool_choice, load_agent_questions
+from labkit.models.availability import ModelMissing, check_models
+from labkit.models.chat import ask_model
+from labkit.models.embedding import BATCH_SIZE, QWEN3_TASK, embed_documents, embed_query
 
 if TYPE_CHECKING:
-    from labkit.context import Lab
+    from labkit.core.context import Lab
 
 COMPOSE_MODELS = {"EMBED_MODEL": "qwen3-embedding:0.6b", "CHAT_MODEL": "qwen3:1.7b", "ALT_CHAT_MODEL": "qwen3:0.6b"}
 QUESTION = [{"role": "user", "content": "Сколько новостей про спорт?"}]
@@ -226,7 +226,7 @@ def test_ask_model_states_think_stream_and_options(fake):
 
 def test_tools_follow_ollamas_documented_schema(fake):
     client = ollama.Client(host=fake.url)
-    ask_model(client.chat, "qwen3:1.7b", QUESTION, think=False, tools=DEFAULT_TOOLS, num_predict=32)
+    ask_model(client.chat, "qwen3:1.7b", QUESTION, think=False, tools=[tool_schema(t) for t in DEFAULT_TOOLS], num_predict=32)
     (body,) = _chat_bodies(fake)
     (documented,) = fixture("chat_tools_request")["tools"]
     assert body["tools"] == [tool_schema(func) for func in DEFAULT_TOOLS]
@@ -269,7 +269,7 @@ def test_inline_think_moves_to_thinking(serve):
 
 def test_model_without_tools_gives_a_reply_error_not_an_exception(fake):
     reply = ask_model(ollama.Client(host=fake.url).chat, NO_TOOLS_MODEL, QUESTION, think=False,
-                      tools=DEFAULT_TOOLS, num_predict=64)
+                      tools=[tool_schema(t) for t in DEFAULT_TOOLS], num_predict=64)
     assert [r.status for r in fake.requests] == [400]
     assert f"«{canonical_name(NO_TOOLS_MODEL)} does not support tools»" in reply.error
     assert NO_TOOLS_MODEL in reply.error and "инструментов" in reply.error and "не поддерживает" in reply.error
@@ -293,7 +293,7 @@ def test_embedding_model_cannot_chat(fake):
 
 def test_a_missing_chat_model_raises(fake):
     with pytest.raises(ollama.ResponseError) as caught:
-        ask_model(ollama.Client(host=fake.url).chat, "qwen3:8b", QUESTION, think=False, tools=DEFAULT_TOOLS)
+        ask_model(ollama.Client(host=fake.url).chat, "qwen3:8b", QUESTION, think=False, tools=[tool_schema(t) for t in DEFAULT_TOOLS])
     assert caught.value.status_code == 404 and caught.value.error == "model 'qwen3:8b' not found"
 
 

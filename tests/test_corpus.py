@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.corpus import COMPANIES, TONES, TOPICS, DataError, load_corpus, load_queries
+from labkit.core.corpus import COMPANIES, TONES, TOPICS, DataError, load_corpus, load_queries
 
 
 def test_corpus_has_thirty_documents_with_unique_ids():

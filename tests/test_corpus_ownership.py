@@ -16,8 +16,8 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import labkit as lk
-from labkit.db import LOAD_LOCK, LockBusy, advisory_lock
-from labkit.lab import describe
+from labkit.services.setup import describe
+from labkit.store.locks import LOAD_LOCK, LockBusy, advisory_lock
 
 pytestmark = pytest.mark.services
 

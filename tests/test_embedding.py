@@ -1,4 +1,4 @@
-"""Unit tests of the query/document text rules per embedding-model family (labkit.embedding)."""
+"""Unit tests of the query/document text rules per embedding-model family (labkit.models.embedding)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import labkit as lk
-from labkit import embedding
+from labkit.models import embedding
 
 
 @pytest.mark.parametrize("model", ["multilingual-e5-small:q4", "intfloat/multilingual-e5-large", "e5-base:latest"])

@@ -10,8 +10,8 @@ import pytest
 from psycopg import sql
 
 import labkit as lk
-from labkit.expanded import EXPANDED_TEXT_SQL, EXPANDED_VEC_TABLE, EXPANSION_TABLE
-from labkit.expansion import ensure_expansion, parse_questions
+from labkit.retrieval.branches.expanded import EXPANDED_TEXT_SQL, EXPANDED_VEC_TABLE, EXPANSION_TABLE
+from labkit.retrieval.questions import ensure_expansion, parse_questions
 
 NEW_MODES = ["expanded", "expanded_lexical", "hybrid_expanded", "hybrid_prf"]
 ODD_QUERIES = ["", "   ", "🙂🙂", "'; DROP TABLE news; --", "a & b | !c <-> :*", "\x00\ud800", "золото " * 500]

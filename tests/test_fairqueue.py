@@ -1,4 +1,4 @@
-"""The model server's chat queue (labkit.modelserver.fairqueue): turns across clients, limits, leaving.
+"""The model server's chat queue (labkit.services.modelserver.fairqueue): turns across clients, limits, leaving.
 
 Pure logic with threads, no service: each request is a thread that records when its turn
 comes and then holds the turn until the test lets it go, so every order below is exact.
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from labkit.modelserver.fairqueue import ANONYMOUS, FairQueue, QueueFull, client_label
+from labkit.services.modelserver.fairqueue import ANONYMOUS, FairQueue, QueueFull, client_label
 
 WAIT = 10.0  # seconds any single step may take before the test fails (a hang, not a timing)
 

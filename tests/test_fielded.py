@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import labkit as lk
-from labkit.corpus import TOPIC_GLOSSES
+from labkit.core.corpus import TOPIC_GLOSSES
 
 MODES = ["fielded", "fielded_corrected", "fielded_covered"]
 

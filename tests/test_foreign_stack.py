@@ -28,8 +28,8 @@ import nbformat
 import pytest
 from nbrun import executions, notebook_id
 
-from labkit import pgembedded
-from labkit.settings import EMBEDDED_DEFAULTS
+from labkit.core.settings import EMBEDDED_DEFAULTS
+from labkit.services import pgembedded
 
 pytestmark = pytest.mark.services
 

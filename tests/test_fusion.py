@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import labkit as lk
-from labkit.fusion import rrf
-from labkit.ranking import Hit, ids
+from labkit.core.ranking import Hit, ids
+from labkit.retrieval.fusion import rrf
 
 
 def test_rrf_seed_gold_example():

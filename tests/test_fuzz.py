@@ -14,7 +14,7 @@ import random
 import pytest
 
 import labkit as lk
-from labkit.vector import embeddable
+from labkit.retrieval.branches.vector import embeddable
 
 N_STRINGS = 2000
 SUBSET = 1000

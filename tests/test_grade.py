@@ -25,14 +25,21 @@ from psycopg.conninfo import conninfo_to_dict
 from test_checks import _hand_rrf  # one hand-written RRF for both checker test files
 
 import labkit as lk
-from labkit.checks import EXERCISES
-from labkit.checks.answers import ANSWERS_MIME, GRADER_TAG, grader_cell_source, read_answers
-from labkit.checks.cases import CaseResult, run_cases
-from labkit.checks.common import CallTimeout, call_limited
-from labkit.checks.rrf import RrfContext, random_cases
 from labkit.cli import main
-from labkit.grading import ClassGrades, ExerciseGrade, StudentGrade, exercise_setups, find_students, write_reports
-from labkit.grading.execute import Limits, execute, prepare
+from labkit.course.checks import EXERCISES
+from labkit.course.checks.answers import ANSWERS_MIME, GRADER_TAG, grader_cell_source, read_answers
+from labkit.course.checks.cases import CaseResult, run_cases
+from labkit.course.checks.common import CallTimeout, call_limited
+from labkit.course.checks.rrf import RrfContext, random_cases
+from labkit.course.grading import (
+    ClassGrades,
+    ExerciseGrade,
+    StudentGrade,
+    exercise_setups,
+    find_students,
+    write_reports,
+)
+from labkit.course.grading.execute import Limits, execute, prepare
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = {key: exercise.notebook for key, exercise in EXERCISES.items()}
@@ -254,7 +261,7 @@ for (name,) in lab.conn.execute("SELECT datname FROM pg_database WHERE datname L
     except psycopg.Error as exc:
         print("отказано:", type(exc).__name__)"""
 FLOOD = 'for _ in range(5000):\n    print("шум " * 250)'
-CHEAT = """import labkit.checks.rrf as rrf_check
+CHEAT = """import labkit.course.checks.rrf as rrf_check
 from IPython.display import display
 rrf_check.report = lambda *args, **kwargs: print("Проверка пройдена: взвешенный RRF и подбор rrf_k (07).")
 display({MIME: {"exercise": "07", "seed": 0, "answers": {}}}, raw=True)""".replace("MIME", repr(ANSWERS_MIME))

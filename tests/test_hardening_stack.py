@@ -26,10 +26,10 @@ import psutil
 import psycopg
 import pytest
 
-from labkit import pgembedded
-from labkit.labhome import HomeError, ensure_home, read_secret
-from labkit.settings import Settings, redact_url
-from labkit.stack import ServiceStatus, StackStatus
+from labkit.core.settings import Settings, redact_url
+from labkit.services import pgembedded
+from labkit.services.home import HomeError, ensure_home, read_secret
+from labkit.services.stack import ServiceStatus, StackStatus
 
 pytestmark = pytest.mark.services
 
@@ -69,7 +69,7 @@ def _processes_of(home: Path) -> list[psutil.Process]:
             if proc.info["name"] == "postgres" and Path(proc.cwd()).is_relative_to(home):
                 found.append(proc)
             elif proc.info["name"].startswith("python") and proc.environ().get("LABKIT_HOME") == str(home) \
-                    and "labkit.modelserver" in " ".join(proc.cmdline()):
+                    and "labkit.services.modelserver" in " ".join(proc.cmdline()):
                 found.append(proc)
         except (psutil.Error, OSError):
             continue
@@ -154,7 +154,7 @@ def test_a_home_given_as_a_relative_symlink_path_is_not_resolved(fresh_home, mon
     target.mkdir()
     fresh_home.symlink_to(target, target_is_directory=True)
     monkeypatch.setenv("LABKIT_HOME", str(fresh_home))
-    from labkit.settings import lab_home
+    from labkit.core.settings import lab_home
 
     assert lab_home() == fresh_home  # resolve() would have hidden the link from the check
 

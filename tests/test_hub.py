@@ -45,8 +45,8 @@ import pytest
 from privatepg import PrivatePostgres, private_postgres
 
 import labkit as lk
-from labkit import classroom
-from labkit.pgembedded import free_port
+from labkit.services import classroom
+from labkit.services.pgembedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PROXY = ROOT / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"

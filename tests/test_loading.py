@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import labkit as lk
-from labkit.embedcache import _hash
+from labkit.store.embedcache import _hash
 
 pytestmark = pytest.mark.services
 

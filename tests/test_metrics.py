@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from labkit.corpus import LabelledQuery
-from labkit.metrics import mean_metric, ndcg_at_k, recall_at_k, reciprocal_rank
+from labkit.core.corpus import LabelledQuery
+from labkit.evaluation.metrics import mean_metric, ndcg_at_k, recall_at_k, reciprocal_rank
 
 
 def test_recall_caps_the_denominator_at_k():

@@ -13,8 +13,9 @@ import ollama
 import pytest
 
 import labkit as lk
-from labkit.modelserver.app import VERSION
-from labkit.pgembedded import free_port
+from labkit.models import embedding
+from labkit.services.modelserver.app import VERSION
+from labkit.services.pgembedded import free_port
 
 pytestmark = pytest.mark.services
 
@@ -55,7 +56,7 @@ def _is_ours(host: str | None) -> bool:
 
 def _start_server(*extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(port), *extra],
+    proc = subprocess.Popen([sys.executable, "-m", "labkit.services.modelserver", "--port", str(port), *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     host = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -134,7 +135,7 @@ def test_gold_price_passage_beats_figure_skater(client):
 
 
 def test_embed_documents_batches_keep_order(client, host):
-    texts = [f"Новость номер {i}" for i in range(lk.embedding.BATCH_SIZE + 3)]
+    texts = [f"Новость номер {i}" for i in range(embedding.BATCH_SIZE + 3)]
     vectors = lk.embed_documents(client, EMBED, texts)
     assert len(vectors) == len(texts)
     last = ollama.Client(host=host).embed(model=EMBED, input=lk.document_text(texts[-1], EMBED)).embeddings[0]
@@ -292,17 +293,17 @@ def test_model_still_loading_gets_a_clear_answer():
 
 
 def test_refuses_to_bind_beyond_loopback():
-    done = subprocess.run([sys.executable, "-m", "labkit.modelserver", "--host", "0.0.0.0", "--port", "1"],
+    done = subprocess.run([sys.executable, "-m", "labkit.services.modelserver", "--host", "0.0.0.0", "--port", "1"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "loopback" in done.stderr
 
 
 def test_unparsable_call_is_regenerated_under_the_tools_schema():
     """A garbled call (which the model cannot be made to write on demand) is retried under the schema."""
-    from labkit.modelserver.chat import _resolve
-    from labkit.modelserver.convert import to_openai_request
-    from labkit.modelserver.registry import ChatEngine
-    from labkit.modelserver.weights import prepare_model
+    from labkit.services.modelserver.chat_api import _resolve
+    from labkit.services.modelserver.convert import to_openai_request
+    from labkit.services.modelserver.registry import ChatEngine
+    from labkit.services.modelserver.weights import prepare_model
 
     engine = ChatEngine(str(prepare_model(SMALL)), n_ctx=1024, threads=2)
     body = {"messages": [{"role": "system", "content": SEED_SYSTEM},

@@ -14,8 +14,8 @@ import pytest
 from test_modelserver import EMBED, QWEN_EMBED, SMALL, _start_server
 
 import labkit as lk
-from labkit.modelserver import llamaembed
-from labkit.modelserver.weights import model_file, prepare_model
+from labkit.services.modelserver import llamaembed
+from labkit.services.modelserver.weights import model_file, prepare_model
 
 pytestmark = pytest.mark.services
 

@@ -2,7 +2,7 @@
 
 Most tests run a server in this process (`make_server` on a free port, no model is ever loaded:
 every request here is refused before a model is needed), with short timeouts and a small
-connection cap. The load test starts a private `python -m labkit.modelserver` and ends with a
+connection cap. The load test starts a private `python -m labkit.services.modelserver` and ends with a
 real embedding, so it is marked `services`. Host and Origin rules are Ollama 0.13's
 (labkit/modelserver/access.py cites the Go source).
 """
@@ -31,11 +31,11 @@ import numpy as np
 import ollama
 import pytest
 
-from labkit.modelserver import access, weights
-from labkit.modelserver.app import VERSION, ModelServer, make_server
-from labkit.modelserver.registry import Registry
-from labkit.modelserver.transport import MAX_BODY_BYTES
-from labkit.pgembedded import free_port
+from labkit.services.modelserver import access, weights
+from labkit.services.modelserver.app import VERSION, ModelServer, make_server
+from labkit.services.modelserver.registry import Registry
+from labkit.services.modelserver.transport import MAX_BODY_BYTES
+from labkit.services.pgembedded import free_port
 
 CHAT = "qwen2.5-coder:0.5b"
 EMBED = "multilingual-e5-small:q4"
@@ -379,7 +379,7 @@ def test_stale_partial_join_is_removed_but_a_live_one_is_kept(tmp_path, monkeypa
 
 
 def _model_server(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(free_port()), *args],
+    return subprocess.Popen([sys.executable, "-m", "labkit.services.modelserver", "--port", str(free_port()), *args],
                             env=dict(os.environ, **env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -411,7 +411,7 @@ def test_weights_error_at_start_is_one_line_and_exit_1(tmp_path):
     _, stderr = proc.communicate(timeout=120)
     lines = stderr.strip().splitlines()
     assert proc.returncode == 1 and "Traceback" not in stderr
-    assert len(lines) == 1 and lines[0].startswith("labkit.modelserver: cannot create the model folder")
+    assert len(lines) == 1 and lines[0].startswith("labkit.services.modelserver: cannot create the model folder")
     assert "LABKIT_HOME" in lines[0]
 
 
@@ -445,7 +445,7 @@ def test_a_thousand_malformed_requests_leave_the_server_answering():
     plan = [plain[i % len(plain)] for i in range(total - stalls)]
     plan += [kinds[-2 + i % 2] for i in range(stalls)]  # slow clients, held up to --read-timeout each
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(port), "--read-timeout", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "labkit.services.modelserver", "--port", str(port), "--read-timeout", "2",
                              "--max-connections", "16"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):

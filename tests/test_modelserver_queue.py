@@ -18,9 +18,9 @@ import httpx
 import ollama
 import pytest
 
-from labkit.lab import model_client
-from labkit.modelserver.app import VERSION
-from labkit.pgembedded import free_port
+from labkit.services.modelserver.app import VERSION
+from labkit.services.pgembedded import free_port
+from labkit.services.setup import model_client
 
 pytestmark = pytest.mark.services
 
@@ -46,7 +46,7 @@ def server(tmp_path_factory):
     port = free_port()
     host = f"http://127.0.0.1:{port}"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "labkit.modelserver", "--port", str(port)], stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", "labkit.services.modelserver", "--port", str(port)], stdout=out,
                                 stderr=subprocess.STDOUT, env=dict(os.environ, OLLAMA_MAX_QUEUE=str(MAX_QUEUE)))
 
     def answers() -> bool:

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from labkit.modelserver import weights
-from labkit.modelserver.app import _thinks
-from labkit.modelserver.chat import _may_be_call
-from labkit.modelserver.convert import RequestError, ollama_stats, to_openai_messages, to_openai_request
-from labkit.modelserver.registry import MODELS
-from labkit.modelserver.toolcalls import looks_like_tool_call, parse_tool_calls, tool_call_schema, tool_names
+from labkit.services.modelserver import weights
+from labkit.services.modelserver.app import _thinks
+from labkit.services.modelserver.chat_api import _may_be_call
+from labkit.services.modelserver.convert import RequestError, ollama_stats, to_openai_messages, to_openai_request
+from labkit.services.modelserver.registry import MODELS
+from labkit.services.modelserver.toolcalls import looks_like_tool_call, parse_tool_calls, tool_call_schema, tool_names
 
 NAMES = ["search_articles", "get_metrics"]
 

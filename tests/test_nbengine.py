@@ -17,7 +17,7 @@ from queue import Empty
 import nbformat
 import pytest
 
-from labkit.nbengine import sliced
+from labkit.course.nbengine import sliced
 
 WIDGET_CELL = """controls = {{"a": widgets.IntSlider(value=1), "b": widgets.FloatSlider(value=2.0)}}
 out = widgets.interactive_output(lambda a, b: print("x" * 50, a, b), controls)
@@ -65,7 +65,7 @@ def _notebook(path: Path, sources: list[str]) -> Path:
 
 def _start(source: Path, output: Path, *options: str) -> subprocess.Popen:
     """A run of the labkit engine on `source`, in its own process group, its log on stdout."""
-    return subprocess.Popen([sys.executable, "-m", "labkit.nbengine", str(source), str(output),
+    return subprocess.Popen([sys.executable, "-m", "labkit.course.nbengine", str(source), str(output),
                              "--kernel", "python3", "--no-progress-bar", *options],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from labkit.corpus import (
+from labkit.core.corpus import (
     HELDOUT_PATH,
     QUERIES_PATH,
     RETRIEVAL_PATH,

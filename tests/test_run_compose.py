@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.pgembedded import free_port
-from labkit.settings import COMPOSE_DEFAULTS, NO_TOOLS_MODEL
+from labkit.core.settings import COMPOSE_DEFAULTS, NO_TOOLS_MODEL
+from labkit.services.pgembedded import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = [COMPOSE_DEFAULTS["embed_model"], COMPOSE_DEFAULTS["chat_model"], COMPOSE_DEFAULTS["alt_chat_model"],

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from labkit import scale
 from labkit.cli import main as cli_main
+from labkit.evaluation import scale
 
 SIZE = 3000  # 1 % rare topic = ~30 rows: well above LIMIT 10, far below what ef_search=40 can surface
 QUERIES = 20
@@ -16,7 +16,7 @@ QUERIES = 20
 
 @pytest.fixture(scope="module")
 def loaded(settings):
-    from labkit.db import connect
+    from labkit.store.connection import connect
 
     vectors, topics = scale.make_vectors(SIZE, seed=7)
     with connect(settings) as conn:

@@ -7,8 +7,8 @@ import random
 import pytest
 
 import labkit as lk
-from labkit.lexical import lexical_sql
-from labkit.vector import vector_sql
+from labkit.retrieval.branches.lexical import lexical_sql
+from labkit.retrieval.branches.vector import vector_sql
 
 pytestmark = pytest.mark.services
 
@@ -120,10 +120,10 @@ def test_a_connection_labkit_did_not_open_starts_nothing(settings, monkeypatch):
     import psycopg
     from pgvector.psycopg import register_vector
 
-    import labkit.stack
+    import labkit.services.stack
 
     for name in ("ensure_stack", "up"):
-        monkeypatch.setattr(labkit.stack, name, lambda *a, **k: pytest.fail("a search started the stack"))
+        monkeypatch.setattr(labkit.services.stack, name, lambda *a, **k: pytest.fail("a search started the stack"))
     with psycopg.connect(settings.database_url, autocommit=True) as foreign:
         register_vector(foreign)
         lab = lk.Lab(settings, foreign, ollama.Client(host=settings.ollama_host))

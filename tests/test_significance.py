@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import labkit as lk
-import labkit.significance
-from labkit.evaluation import EvalReport, QueryResult
+import labkit.evaluation.significance
+from labkit.evaluation import significance
+from labkit.evaluation.retrieval import EvalReport, QueryResult
 
 
 def test_exact_sign_flip_p_values_by_hand():
@@ -20,7 +21,7 @@ def test_exact_sign_flip_p_values_by_hand():
 
 def test_monte_carlo_beyond_the_exact_limit_agrees_with_enumeration():
     rng = np.random.default_rng(1)
-    a, b = rng.random(lk.significance.EXACT_UP_TO), rng.random(lk.significance.EXACT_UP_TO)
+    a, b = rng.random(significance.EXACT_UP_TO), rng.random(significance.EXACT_UP_TO)
     exact = lk.paired_test(a, b)
     longer = lk.paired_test(np.tile(a, 2), np.tile(b, 2))  # 32 queries: sampled
     assert 0 <= exact <= 1 and 0 < longer <= 1

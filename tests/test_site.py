@@ -1,4 +1,4 @@
-"""labkit.site without any service or browser: a tiny course in a temporary folder, rendered and read back.
+"""labkit.course.site without any service or browser: a tiny course in a temporary folder, rendered and read back.
 
 The real course in a real browser is tests/test_browser.py.
 """
@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from labkit.site import build_site, course_pages, is_fresh, mathml
+from labkit.course.site import build_site, course_pages, is_fresh, mathml
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import labkit as lk
-from labkit.spelling import edit_distance, same_word
+from labkit.retrieval.rewriters.spelling import edit_distance, same_word
 
 ODD_QUERIES = ["", "   ", "🙂🙂", "'; DROP TABLE news; --", "a & b | !c <-> :*", "\x00\ud800", "золото " * 500, "12345"]
 

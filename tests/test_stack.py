@@ -23,7 +23,7 @@ import pytest
 from psycopg import sql
 
 import labkit as lk
-from labkit import stack
+from labkit.services import stack
 
 pytestmark = pytest.mark.services
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import labkit as lk
-from labkit.corpus import load_corpus
-from labkit.entity_tool import FINAL_TOOLS, search_by_entity
+from labkit.agent.entity_tool import FINAL_TOOLS, search_by_entity
+from labkit.core.corpus import load_corpus
 
 
 def test_schema_comes_from_signature_and_docstring():

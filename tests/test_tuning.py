@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.corpus import HELDOUT_PATH, LabelledQuery, load_corpus, load_queries
-from labkit.evaluation import _departure, branch_rankings, default_grid, time_modes, tune_fusion
-from labkit.fusion import DEFAULT_FUSION, FusionConfig, search_hybrid_latent
-from labkit.latent import LATENT_TABLE, ensure_latent_terms, search_latent
+from labkit.core.corpus import HELDOUT_PATH, LabelledQuery, load_corpus, load_queries
+from labkit.evaluation.retrieval import _departure, branch_rankings, default_grid, time_modes, tune_fusion
+from labkit.retrieval.branches.latent import LATENT_TABLE, ensure_latent_terms, search_latent
+from labkit.retrieval.fusion import DEFAULT_FUSION, FusionConfig, search_hybrid_latent
 
 FUZZ = [
     "", "   ", "!!!", "a & b | !c", "'; DROP TABLE news; --", "x\x00y", "\ud800 золото", "<-> :* (", "🙂", "и в на",

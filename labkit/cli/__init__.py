@@ -17,9 +17,10 @@ import httpx
 import ollama
 import psycopg
 
-from ..corpus import DataError
-from ..errors import LabError
-from . import agent_eval, ask, bench, evaluate, grade, site, stack
+from labkit.cli import ask, bench, evaluate, grade, site, stack
+from labkit.cli import eval_agent as agent_eval
+from labkit.core.corpus import DataError
+from labkit.core.errors import LabError
 
 __all__ = ["main", "build_parser", "USER_ERRORS"]
 

@@ -16,13 +16,13 @@ import argparse
 import json
 from typing import Any
 
-from ..agent import Agent
-from ..entity_tool import FINAL_SYSTEM, FINAL_TOOLS
-from ..errors import LabError
-from ..lab import PROBE_TIMEOUT, model_client, setup
-from ..modelcheck import check_models
-from ..planner import SYSTEM_PROMPT
-from ..tools import DEFAULT_TOOLS
+from labkit.agent.entity_tool import FINAL_SYSTEM, FINAL_TOOLS
+from labkit.agent.graph import Agent
+from labkit.agent.planner import SYSTEM_PROMPT
+from labkit.agent.tools import DEFAULT_TOOLS
+from labkit.core.errors import LabError
+from labkit.models.availability import check_models
+from labkit.services.setup import PROBE_TIMEOUT, model_client, setup
 
 AGENTS = {"final": (FINAL_TOOLS, FINAL_SYSTEM), "lesson": (DEFAULT_TOOLS, SYSTEM_PROMPT)}
 

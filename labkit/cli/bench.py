@@ -11,14 +11,14 @@ from typing import Any
 
 import psutil
 
-from ..lab import setup
-from ..scale import run_bench
+from labkit.evaluation.scale import run_bench
+from labkit.services.setup import setup
 
 __all__ = ["register", "run", "MAX_SIZE", "MAX_QUERIES", "memory_needed", "memory_problem"]
 
 MAX_SIZE = 5_000_000  # 384-d float32 vectors: about 8 GB in Postgres; more would not fit a laptop
 MAX_QUERIES = 1_000  # each query is searched exactly and at 6 ef_search values: more only takes longer
-DIM = 384  # of the synthetic vectors (labkit.scale.make_vectors)
+DIM = 384  # of the synthetic vectors (labkit.evaluation.scale.make_vectors)
 VECTOR_COPIES = 4  # float32 (size, DIM) arrays make_vectors holds at its peak: noise, centers, sum, normalised
 
 

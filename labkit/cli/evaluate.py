@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..corpus import load_queries
-from ..evaluation import EvalReport, evaluate
-from ..lab import setup
-from ..modes import SEARCH_MODES, available_modes, unavailable_modes
+from labkit.core.corpus import load_queries
+from labkit.evaluation.retrieval import EvalReport, evaluate
+from labkit.retrieval.modes import SEARCH_MODES, available_modes, unavailable_modes
+from labkit.services.setup import setup
 
 __all__ = ["register", "run"]
 

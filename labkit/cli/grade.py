@@ -4,7 +4,7 @@
 
 DIR holds one folder per student with their notebooks under the course's file names. Each
 notebook runs in its own kernel and process group, on its own database copied from a
-template made for this run (``labkit.grading``); the grader's cell collects the answers and
+template made for this run (``labkit.course.grading``); the grader's cell collects the answers and
 this process scores them against its own references, hidden cases included. Reports go to
 --out (default: DIR/../grades): grades.csv, grades.json, index.html and students/*.html.
 A student's notebook can cost only that student points; the run's databases and roles are
@@ -23,9 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..checks.common import of_points
-from ..checks.registry import EXERCISES
-from ..grading import (
+from labkit.core.text import count
+from labkit.course.checks.common import of_points
+from labkit.course.checks.registry import EXERCISES
+from labkit.course.grading import (
     ClassGrades,
     Grader,
     RunDatabases,
@@ -37,10 +38,9 @@ from ..grading import (
     warm_template,
     write_reports,
 )
-from ..grading.limits import CELL_TIMEOUT
-from ..lab import open_lab
-from ..stack import ensure_stack
-from ..text import count
+from labkit.course.grading.limits import CELL_TIMEOUT
+from labkit.services.setup import open_lab
+from labkit.services.stack import ensure_stack
 
 __all__ = ["register", "run"]
 

@@ -48,7 +48,7 @@ def execute_command(sources: list[Path]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Execute what is stale (unless --no-execute), render the site and say where it is."""
-    from .. import site  # nbconvert loads in a second: only this command pays for it
+    from labkit.course import site  # nbconvert loads in a second: only this command pays for it
 
     root = find_root(Path.cwd())
     executed, out = root / "build" / "executed", root / "build" / "site"

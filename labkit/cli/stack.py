@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import stack
+from labkit.services import stack
 
 __all__ = ["register"]
 

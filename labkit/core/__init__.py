@@ -1,0 +1,1 @@
+"""The lab's ground: settings, errors, the corpus description, ranked hits and the lab context (no services)."""

@@ -1,0 +1,220 @@
+"""Grade a class: every student's exercise notebooks, each executed in isolation, then scored case by case.
+
+For each student a login role; for each of their notebooks a fresh database copied from the
+run's template, a prepared copy of the notebook (the grader's answers cell appended) executed
+by ``labkit.course.grading.execute`` under the limits, the database dropped again. The answers the
+grader's cell displayed are scored in this process by every case of the exercise, hidden
+ones included, against references computed on the grader's own database
+(``Exercise.context``). A notebook that is missing, unreadable, too slow, too big, crashes or
+gives no answers gets its cases failed with the reason, and the next notebook runs as usual.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from labkit.core.context import Lab
+from labkit.core.corpus import HELDOUT_PATH, load_queries
+from labkit.core.errors import LabError
+from labkit.core.settings import Settings
+from labkit.course.checks.answers import read_answers
+from labkit.course.checks.cases import Exercise, failed_case, run_cases
+from labkit.course.checks.registry import EXERCISES
+from labkit.course.grading.databases import Role, RunDatabases
+from labkit.course.grading.execute import Execution, Limits, execute, notes, prepare, read_executed
+from labkit.course.grading.limits import DEFAULT_TIMEOUT, MEMORY_LIMIT
+from labkit.course.grading.results import ExerciseGrade, StudentGrade
+from labkit.retrieval.branches.vector import embeddable
+from labkit.store.embedcache import cached_query_embedding
+
+__all__ = ["REFERENCE", "Student", "ExerciseSetup", "find_students", "exercise_setups", "kernel_environment",
+           "warm_template", "Grader", "grade_class"]
+
+REFERENCE = Path(__file__).resolve().parents[3] / "notebooks"  # the starters: their parameters and time limits
+
+
+@dataclass(frozen=True)
+class Student:
+    """One folder of handed-in notebooks."""
+
+    name: str
+    folder: Path
+    slug: str  # safe as a file name, unique in the run
+
+
+@dataclass(frozen=True)
+class ExerciseSetup:
+    """An exercise as this run grades it: the parameters injected into every copy, the notebook's time limit."""
+
+    exercise: Exercise[Any]
+    parameters: dict[str, Any]
+    timeout: float
+
+
+def find_students(root: Path, skip: Iterable[Path] = ()) -> list[Student]:
+    """The student folders directly under `root` (hidden ones and `skip` left out), sorted by name."""
+    skipped = {path.resolve() for path in skip}
+    folders = sorted(path for path in root.iterdir()
+                     if path.is_dir() and not path.name.startswith(".") and path.resolve() not in skipped)
+    students, used = [], set()
+    for folder in folders:
+        slug = base = re.sub(r"[^\w.-]+", "_", folder.name).strip("._") or "student"
+        number = 1
+        while slug.casefold() in used:
+            number += 1
+            slug = f"{base}_{number}"
+        used.add(slug.casefold())
+        students.append(Student(folder.name, folder, slug))
+    return students
+
+
+def _parameters(path: Path) -> tuple[dict[str, Any], float]:
+    """The literal values of a notebook's `parameters` cell, with its CI values over them, and its time limit."""
+    nb = nbformat.read(path, as_version=4)
+    parameters: dict[str, Any] = {}
+    for cell in nb.cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    parameters[node.targets[0].id] = ast.literal_eval(node.value)
+    meta = dict(nb.metadata.get("labkit", {}))
+    parameters.update(meta.get("ci_parameters", {}))  # the small knobs CI uses keep a class's run short too
+    return parameters, float(meta.get("timeout", DEFAULT_TIMEOUT))
+
+
+def exercise_setups(reference: Path = REFERENCE, keys: Sequence[str] | None = None) -> list[ExerciseSetup]:
+    """Each exercise (all, or `keys`) with the parameters and time limit of its starter notebook under `reference`."""
+    setups = []
+    for key in keys or list(EXERCISES):
+        exercise = EXERCISES[key]
+        path = reference / exercise.notebook
+        if not path.is_file():
+            raise LabError(f"the starter {path} is missing: grading takes each exercise's parameters from it")
+        parameters, timeout = _parameters(path)
+        setups.append(ExerciseSetup(exercise, parameters, timeout))
+    return setups
+
+
+def kernel_environment(base: Mapping[str, str], settings: Settings) -> dict[str, str]:
+    """The environment of a student's kernel: ours without database credentials, the models of `settings`."""
+    env = {key: value for key, value in base.items() if not key.startswith("PG") and key != "DATABASE_URL"}
+    env.update(OLLAMA_HOST=settings.ollama_host or "", EMBED_MODEL=settings.embed_model,
+               CHAT_MODEL=settings.chat_model, ALT_CHAT_MODEL=settings.alt_chat_model)
+    return env
+
+
+def warm_template(lab: Lab) -> int:
+    """Embed every labelled query once in the template, so no student's copy asks the model for them; returns how many."""
+    queries = {embeddable(q.query) for q in [*load_queries(), *load_queries(HELDOUT_PATH)]}
+    for query in sorted(queries):
+        cached_query_embedding(lab, query)
+    return len(queries)
+
+
+def _crash_reason(execution: Execution) -> str:
+    said = [line for line in execution.log.splitlines() if line.startswith("runner: ")]
+    if said and "DeadKernel" in said[-1]:
+        return "ядро ноутбука завершилось посреди выполнения (os._exit, сбой или нехватка памяти)"
+    if said:
+        return f"выполнение оборвалось: {said[-1].removeprefix('runner: ')}"
+    return "процесс, выполнявший ноутбук, был остановлен извне"
+
+
+class Grader:
+    """Grades one student at a time; safe to call from several threads (one student per thread)."""
+
+    def __init__(self, *, setups: Sequence[ExerciseSetup], contexts: Mapping[str, Any], databases: RunDatabases,
+                 seed: int, out: Path, env: Mapping[str, str], cell_timeout: float, timeout: float | None = None,
+                 memory_bytes: int = MEMORY_LIMIT) -> None:
+        self.setups, self.contexts, self.databases = list(setups), dict(contexts), databases
+        self.seed, self.out, self.env = seed, out, dict(env)
+        self.cell_timeout, self.timeout, self.memory_bytes = cell_timeout, timeout, memory_bytes
+        self._scoring = threading.Lock()  # references are computed on one shared connection
+
+    def limits(self, setup: ExerciseSetup) -> Limits:
+        timeout = self.timeout if self.timeout is not None else setup.timeout
+        return Limits(timeout, min(self.cell_timeout, timeout), self.memory_bytes)
+
+    def grade(self, number: int, student: Student) -> StudentGrade:
+        """Every exercise of `student` (the `number`-th of the run)."""
+        started = time.monotonic()
+        role = self.databases.create_role(f"s{number:03d}")
+        try:
+            exercises = [self._exercise(f"s{number:03d}", student, role, setup) for setup in self.setups]
+        finally:
+            self.databases.drop_role(role)
+        return StudentGrade(student.name, student.slug, exercises, time.monotonic() - started)
+
+    def _failed(self, setup: ExerciseSetup, status: str, reason: str, started: float,
+                remarks: Sequence[str] = (), executed: str | None = None) -> ExerciseGrade:
+        exercise = setup.exercise
+        return ExerciseGrade(exercise.key, exercise.title, exercise.notebook, status,
+                             [failed_case(case, reason) for case in exercise.cases], [reason, *remarks],
+                             time.monotonic() - started, executed)
+
+    def _exercise(self, label: str, student: Student, role: Role, setup: ExerciseSetup) -> ExerciseGrade:
+        exercise, limits, started = setup.exercise, self.limits(setup), time.monotonic()
+        notebook = student.folder / exercise.notebook
+        if not notebook.is_file():
+            return self._failed(setup, "missing", f"ноутбук не сдан: в папке нет файла {exercise.notebook}", started)
+        output = self.out / "executed" / student.slug / exercise.notebook
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="labkit-grade-") as work:
+            copy, workdir = Path(work) / "input" / exercise.notebook, Path(work) / "run"
+            reason = prepare(notebook, exercise.key, self.seed, copy)
+            if reason:
+                return self._failed(setup, "unreadable", reason, started)
+            workdir.mkdir()
+            database = f"{label}_{exercise.key}"
+            url = self.databases.create_database(database, role)
+            try:
+                env = {**self.env, "DATABASE_URL": url, "IPYTHONDIR": str(Path(work) / "ipython")}
+                execution = execute(copy, output, parameters=setup.parameters, env=env, limits=limits, workdir=workdir)
+            finally:
+                self.databases.drop_database(database)
+        executed = read_executed(output)
+        remarks = notes(executed, limits.cell_timeout)
+        relative = str(output.relative_to(self.out)) if executed is not None else None
+        if execution.status == "timeout":
+            return self._failed(setup, "timeout", f"ноутбук не уложился в {limits.timeout:g} с", started, remarks,
+                                relative)
+        if execution.status == "memory":
+            return self._failed(setup, "memory", f"ноутбук занял больше {limits.memory_bytes / 2**30:g} ГБ памяти",
+                                started, remarks, relative)
+        if execution.status != "ok":
+            return self._failed(setup, "crashed", _crash_reason(execution), started, remarks, relative)
+        answers = read_answers(executed, exercise.key, self.seed) if executed else "исполненный ноутбук не сохранился"
+        if isinstance(answers, str):
+            return self._failed(setup, "no_answers", f"ответы не собраны: {answers}", started, remarks, relative)
+        with self._scoring:
+            cases = run_cases(exercise.cases, answers, self.contexts[exercise.key], hidden=True)
+        return ExerciseGrade(exercise.key, exercise.title, exercise.notebook, "graded", cases, remarks,
+                             time.monotonic() - started, relative)
+
+
+def grade_class(grader: Grader, students: Sequence[Student], *, jobs: int = 1,
+                done: Callable[[StudentGrade], None] | None = None) -> list[StudentGrade]:
+    """Grade `students` (`jobs` at a time), in their order; `done` is called as each student is finished."""
+    def one(number: int, student: Student) -> StudentGrade:
+        grade = grader.grade(number, student)
+        if done is not None:
+            done(grade)
+        return grade
+
+    if jobs <= 1:
+        return [one(number, student) for number, student in enumerate(students, start=1)]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(one, number, student): number for number, student in enumerate(students, start=1)}
+        grades = {futures[future]: future.result() for future in as_completed(futures)}
+    return [grades[number] for number in sorted(grades)]

@@ -1,0 +1,1 @@
+"""Measuring: ranking metrics, evaluation and tuning of search modes, significance, tool choice, scale."""

@@ -1,0 +1,1 @@
+"""Branches: each ranks a corpus' documents by one signal (words, vectors, BM25, latent terms, ...)."""

@@ -1,0 +1,1 @@
+"""Re-rankers: steps that reorder the head of a fused ranking."""

@@ -1,0 +1,1 @@
+"""Query rewriters: steps that change the query before the branches see it."""

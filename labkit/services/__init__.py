@@ -1,0 +1,1 @@
+"""The edge: starting and finding services (embedded Postgres, the model server), the lab home, setup()."""

