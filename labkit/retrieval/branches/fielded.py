@@ -32,7 +32,7 @@ from labkit.store.locks import FIELDED_VEC_LOCK
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["FIELDED_VEC_TABLE", "FIELDED_TEXT_SQL", "FIELDED_VECTORS", "fielded_params", "search_fielded"]
+__all__ = ["FIELDED_VEC_TABLE", "FIELDED_TEXT_SQL", "FIELDED_VECTORS", "fielded_params", "fielded_text", "search_fielded"]
 
 FIELDED_VEC_TABLE = "news_fielded_vec"
 FIELDED_TEXT_SQL = sql.SQL(
@@ -49,6 +49,11 @@ FIELDED_VECTORS = TextVectors(FIELDED_VEC_TABLE, FIELDED_TEXT_SQL, FIELDED_VEC_L
 def fielded_params() -> dict[str, str]:
     """The parameters of FIELDED_TEXT_SQL: the topic glosses as JSON."""
     return {"glosses": json.dumps(TOPIC_GLOSSES, ensure_ascii=False)}
+
+
+def fielded_text(lab: Lab) -> tuple[sql.Composable, dict[str, str]]:
+    """The fielded text of every document as SQL rows ``(id, text)`` and its parameters (read by re-rankers too)."""
+    return FIELDED_TEXT_SQL, fielded_params()
 
 
 def search_fielded(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:

@@ -29,7 +29,7 @@ from psycopg import sql
 
 from labkit.core.ranking import Hit
 from labkit.retrieval.branches.bm25 import query_lexemes
-from labkit.retrieval.branches.fielded import FIELDED_TEXT_SQL, fielded_params
+from labkit.retrieval.branches.fielded import fielded_text
 from labkit.retrieval.branches.lexical import TS_CONFIG
 from labkit.retrieval.rewriters.spelling import same_word
 
@@ -42,13 +42,11 @@ __all__ = ["COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered_lexemes", "rerank_by_co
 COVERAGE_DEPTHS = (4, 5, 6, 10)  # head sizes tried (a head of 3 cannot change Recall@3)
 COVERAGE_DEPTH = 4  # the tune split's choice (11_beyond_rrf); tests/test_coverage.py checks it still is
 
-_LEXEMES_SQL = sql.SQL(
-    """
+_LEXEMES_SQL = """
     WITH x AS ({texts})
     SELECT x.id, array(SELECT t.lexeme FROM unnest(to_tsvector({config}, x.text)) AS t)
     FROM x WHERE x.id = ANY(%(ids)s)
-    """
-).format(texts=FIELDED_TEXT_SQL, config=sql.Literal(TS_CONFIG))
+"""
 
 
 def _covers(text_lexemes: Sequence[str], lexeme: str) -> bool:
@@ -60,7 +58,9 @@ def covered_lexemes(lab: Lab, query: str, doc_ids: Sequence[int]) -> dict[int, l
     if not doc_ids:
         return {}
     lexemes = query_lexemes(lab.conn, query)
-    rows = lab.conn.execute(_LEXEMES_SQL, {**fielded_params(), "ids": list(doc_ids)}).fetchall()
+    texts, params = fielded_text(lab)
+    statement = sql.SQL(_LEXEMES_SQL).format(texts=texts, config=sql.Literal(TS_CONFIG))
+    rows = lab.conn.execute(statement, {**params, "ids": list(doc_ids)}).fetchall()
     held = dict(rows)
     return {doc_id: [q for q in lexemes if _covers(held.get(doc_id, ()), q)] for doc_id in doc_ids}
 
