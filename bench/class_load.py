@@ -4,7 +4,7 @@
 
 N simulated students ask the course's final agent (the one of ``./run.sh ask``) at the same time,
 each one question after another with no pause, each with a client name of its own, so the model
-server's fair queue (labkit/modelserver/fairqueue.py) takes turns across them. N grows from 1 until
+server's fair queue (labkit/services/modelserver/fairqueue.py) takes turns across them. N grows from 1 until
 the 95th percentile of the answer time passes the limit (30 s); the last N within it is the figure.
 Zero think time is the worst case (everybody presses Enter together); a printed estimate says what
 a pause between questions buys. Figures are printed, nothing is asserted.

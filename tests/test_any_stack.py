@@ -1,4 +1,4 @@
-"""What differs between stacks, checked on the real embedded stack (issue: any stack a student brings).
+"""What differs between stacks, checked on the real embedded stack (any stack a student brings).
 
 Each test recreates one difference a student's own stack brings: OLLAMA_HOST written the way
 Ollama's docs write it, a model that was never pulled, a machine without the in-process e5,

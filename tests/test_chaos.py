@@ -1,4 +1,4 @@
-"""Issue 12: chaos and load on the real stack, bounded in count and time, loopback only.
+"""Chaos and load on the real stack, bounded in count and time, loopback only.
 
 Each test prints its figures (``pytest -s`` shows them; the closing note quotes them): what
 was served, the errors seen, rows lost (must be 0) and the time to recover. Malformed HTTP

@@ -1,4 +1,4 @@
-"""Issue 12, the stack on a shared machine: a private lab home, a Postgres only the lab's user can enter,
+"""The stack on a shared machine: a private lab home, a Postgres only the lab's user can enter,
 no token on a command line, Ctrl-C during `up`, saturation that is reported and never restarted.
 
 Every test runs the real embedded Postgres (and, for Ctrl-C, the real model server) in a fresh

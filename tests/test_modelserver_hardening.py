@@ -4,7 +4,7 @@ Most tests run a server in this process (`make_server` on a free port, no model 
 every request here is refused before a model is needed), with short timeouts and a small
 connection cap. The load test starts a private `python -m labkit.services.modelserver` and ends with a
 real embedding, so it is marked `services`. Host and Origin rules are Ollama 0.13's
-(labkit/modelserver/access.py cites the Go source).
+(labkit/services/modelserver/access.py cites the Go source).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The "labkit" papermill engine: a reply that arrived is never waited for until the cell's timeout.
 
 With papermill's own engine, four notebooks full of widgets run at once here stall in most runs
-(a missed wake-up of nbclient's long socket poll: labkit/nbengine.py); every notebook test and
+(a missed wake-up of nbclient's long socket poll: labkit/course/nbengine.py); every notebook test and
 the grader use this engine.
 """
 

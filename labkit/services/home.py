@@ -1,4 +1,4 @@
-"""The lab home: a private folder that only the user running the lab can enter (issue 12).
+"""The lab home: a private folder that only the user running the lab can enter (README, «On a shared machine»).
 
 Everything the stack keeps (the database cluster, its password, logs, joined model files,
 the state file) lives in the lab home, so the home is checked before anything is written

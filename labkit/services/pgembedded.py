@@ -4,7 +4,7 @@
 with ``initdb`` and ``pg_ctl`` so that it listens on TCP 127.0.0.1:<port> (plus a unix socket
 inside the lab home) and outlives the Python process.
 
-Only the lab's own user gets in (issue 12): the cluster is created with password
+Only the lab's own user gets in: the cluster is created with password
 authentication (scram-sha-256) for every connection, the password is generated once and
 kept in ``<home>/pg.password`` (``0600``), and the unix socket is ``0700``. A cluster made
 before passwords existed is converted on its next start, in single-user mode while it is
