@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for the hybrid-search RAG lab.
-#   ./run.sh                 start the stack, then JupyterLab on 127.0.0.1 (opens notebooks/)
+#   ./run.sh                 start the stack, then JupyterLab on 127.0.0.1 (opens notebooks/00_intro)
 #   ./run.sh test [ARGS]     start the stack, then pytest (ARGS go to pytest)
 #   ./run.sh up|down|status  manage the stack (python -m labkit ...)
 #   ./run.sh eval|eval-agent|ask|bench|grade|site  lab tools (python -m labkit ... --help)
@@ -36,6 +36,13 @@ if [[ "$(cat .venv/.requirements.sha256 2>/dev/null || true)" != "$req_hash" ]];
     # Kernel `python3` of this venv, so JupyterLab and papermill run notebooks with these packages.
     "$VENV_PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labkit)" >/dev/null
     echo "$req_hash" > .venv/.requirements.sha256
+fi
+# JupyterLab's first screen is the course's: a Russian interface, no news or update prompts. The file is
+# JupyterLab's overrides.json of this venv (hub/.students-venv links the same folder), kept in step with the repo.
+overrides=.venv/share/jupyter/lab/settings/overrides.json
+if ! cmp -s labkit/course/jupyterlab_overrides.json "$overrides"; then
+    mkdir -p "$(dirname "$overrides")"
+    cp labkit/course/jupyterlab_overrides.json "$overrides"
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 
@@ -163,13 +170,13 @@ for port in range(8888, 8988):
 print(port, secrets.token_hex(16))')
         root_flag=()
         [[ "$(id -u)" == "0" ]] && root_flag=(--allow-root)
-        say "JupyterLab: http://127.0.0.1:$port/lab?token=$token"
+        say "JupyterLab: http://127.0.0.1:$port/lab/tree/notebooks/00_intro.ipynb?token=$token"
         # The token goes in the environment: a command line is visible to every local user (ps), an
         # environment only to its owner and root.
         export JUPYTER_TOKEN="$token"
         exec python -m jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --ServerApp.port_retries=0 \
             --ServerApp.root_dir="$PWD" \
-            --LabApp.default_url=/lab/tree/notebooks \
+            --LabApp.default_url=/lab/tree/notebooks/00_intro.ipynb \
             "${root_flag[@]+"${root_flag[@]}"}"
         ;;
     test)

@@ -149,9 +149,9 @@ def test_jupyterlab_runs_notebook_04_and_the_rrf_k_slider_reorders_the_hybrid(br
     try:
         page.goto(f"{base}/lab/tree/notebooks/{NOTEBOOK.name}?token={token}")
         page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=START_TIMEOUT * 1000)
-        # Run All before the kernel is connected would run nothing: wait for «Python 3 (labkit) | Idle».
-        page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).wait_for(timeout=START_TIMEOUT * 1000)
-        _menu(page, "Run", "Run All Cells")
+        # Run All before the kernel is connected would run nothing: wait for «Python 3 (labkit) | Простаивает» (idle).
+        page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Простаивает")).wait_for(timeout=START_TIMEOUT * 1000)
+        _menu(page, "Выполнить", "Запустить все ячейки")  # the interface is Russian (jupyterlab_overrides.json)
         try:
             page.wait_for_function(_ALL_RAN, timeout=RUN_TIMEOUT_MS)
         except PlaywrightTimeout:
@@ -291,3 +291,59 @@ def test_site_walks_the_course_in_order_in_russian(browser, site):
         assert walked == expected, "«Далее» links walk the whole course in order"
     finally:
         page.close()
+
+
+# --- 3. the first screen ------------------------------------------------------------------------
+_TOASTS = ".Toastify__toast"  # JupyterLab's notifications: the news question, update checks, errors
+
+
+def test_jupyterlab_opens_a_new_user_on_00_intro_in_russian_without_pop_ups(browser, settings, tmp_path):
+    """``./run.sh`` as a student starts it: a user with no JupyterLab settings of their own yet."""
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env.pop("JUPYTER_TOKEN", None)
+    log_path = tmp_path / "run.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        lab = subprocess.Popen([str(REPO / "run.sh")], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    base = path = token = ""
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not token:
+            assert lab.poll() is None, f"./run.sh exited: {log_path.read_text()[-2000:]}"
+            found = re.search(r"JupyterLab: (http://127\.0\.0\.1:\d+)(/\S*)\?token=(\w+)", log_path.read_text())
+            if found:  # the address the student is told to open
+                base, path, token = found.groups()
+            elif time.monotonic() > deadline:
+                pytest.fail(f"./run.sh printed no JupyterLab address within {START_TIMEOUT} s")
+            time.sleep(0.5)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        try:
+            for _ in range(int(START_TIMEOUT / 0.5)):  # the server may take a moment to listen
+                try:
+                    page.goto(f"{base}{path}?token={token}")
+                    break
+                except Exception:  # noqa: BLE001  (connection refused while JupyterLab starts)
+                    time.sleep(0.5)
+            page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for(timeout=START_TIMEOUT * 1000)
+            active = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
+            assert active.first.inner_text().strip() == "00_intro.ipynb"
+            page.wait_for_timeout(8000)  # the news question used to appear a few seconds after start
+            page.screenshot(path=tmp_path / "first-screen.png")
+            toasts = page.locator(_TOASTS).all_inner_texts()
+            assert not toasts, f"pop-ups on the first screen: {toasts} (screenshot: {tmp_path / 'first-screen.png'})"
+            menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+            assert "Файл" in menus and "File" not in menus, f"the menu bar is not Russian: {menus}"
+        finally:
+            page.close()
+    finally:
+        if token:
+            try:
+                urlopen(Request(f"{base}/api/shutdown", method="POST", headers={"Authorization": f"token {token}"}),
+                        timeout=10).close()
+            except (URLError, OSError):
+                pass
+        try:
+            lab.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(lab.pid, signal.SIGKILL)
+            lab.wait()
