@@ -54,6 +54,7 @@ from labkit.course.checks import (
     exercise_questions,
     ready,
 )
+from labkit.course.coursemap import course_map, course_map_markdown
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
     DepthResult,
@@ -181,6 +182,8 @@ __all__ = [
     "check_answer", "faithfulness_rate",
     # exercises
     "CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
+    # the course
+    "course_map", "course_map_markdown",
     # texts for people
     "shorten", "plural", "count", "say",
 ]  # fmt: skip

@@ -96,7 +96,9 @@ def test_the_site_links_pages_and_fetches_nothing(course: Path):
     assert '<script src="../assets/mermaid.min.js">' in lesson, "a diagram in an output is drawn too"
     assert "mermaid.min.js" not in (site / "notebooks" / "02_task.html").read_text(encoding="utf-8")
     assert 'href="../solutions/02_task.html"' in (site / "notebooks" / "02_task.html").read_text(encoding="utf-8")
-    assert 'href="../notebooks/01_lesson.html"' in (site / "solutions" / "02_task.html").read_text(encoding="utf-8")
+    solution = (site / "solutions" / "02_task.html").read_text(encoding="utf-8")
+    assert 'href="../notebooks/02_task.html"' in solution and 'rel="prev"' not in solution  # its task, not lesson 01
+    assert 'rel="next"' not in (site / "notebooks" / "02_task.html").read_text(encoding="utf-8")  # the last lesson
     for page in site.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         loaded = re.findall(r'<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)="([^"]+)"', text)

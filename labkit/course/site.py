@@ -27,6 +27,8 @@ from latex2mathml.converter import convert as tex_to_mathml
 from nbconvert import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
+from labkit.course.coursemap import notebook_title
+
 __all__ = ["Page", "SiteReport", "SECTIONS", "course_pages", "is_fresh", "build_site"]
 
 SECTIONS = ("notebooks", "solutions")  # folders of the repository, in course order
@@ -124,23 +126,13 @@ def is_fresh(source: Path, executed: Path) -> bool:
     return not any(output.get("output_type") == "error" for cell in nb.cells for output in cell.get("outputs", []))
 
 
-def notebook_title(nb: nbformat.NotebookNode) -> str | None:
-    """The text of the notebook's first ``# `` heading, without Markdown marks."""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].replace("`", "").replace("*", "").strip()
-    return None
-
-
 def course_pages(root: Path, executed_dir: Path) -> list[Page]:
     """The notebooks of `root` in course order (``notebooks/`` then ``solutions/``), with their fresh executed copies."""
     solved = {path.name for path in (root / "solutions").glob("*.ipynb")}
     pages: list[Page] = []
     for section in SECTIONS:
         for source in sorted((root / section).glob("*.ipynb")):
-            title = notebook_title(nbformat.read(source, as_version=4)) or source.stem
+            title = notebook_title(nbformat.read(source, as_version=4).cells) or source.stem
             if section == "solutions":
                 kind, title = "solution", f"Решение: {title}"
             else:
@@ -382,10 +374,14 @@ def build_site(root: Path, out: Path, executed_dir: Path,
         shutil.copyfile(ASSETS / asset, work / "assets" / asset)
     exporter = _exporter()
     broken: list[str] = []
-    for number, page in enumerate(course):
+    # «Назад»/«Далее» walk the lessons, and the solutions among themselves: the last lesson leads nowhere else.
+    chains = [[p for p in course if p.kind != "solution"], [p for p in course if p.kind == "solution"]]
+    neighbours_of = {page.path: (chain[n - 1] if n else None, chain[n + 1] if n + 1 < len(chain) else None)
+                     for chain in chains for n, page in enumerate(chain)}
+    for page in course:
         if progress:
             progress(page)
-        neighbours = (course[number - 1] if number else None, course[number + 1] if number + 1 < len(course) else None)
+        neighbours = neighbours_of[page.path]
         twin_kind = {"exercise": "solution", "solution": "exercise"}.get(page.kind, "")
         twin = twins.get((twin_kind, page.source.name))
         target = work / page.path
