@@ -45,7 +45,7 @@ from labkit.core.corpus import (
 from labkit.core.errors import LabError
 from labkit.core.ranking import Hit, ids
 from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
-from labkit.core.text import count, plural, say, shorten
+from labkit.core.text import count, model_size, plural, say, shorten
 from labkit.course.checks import (
     CheckResult,
     check_entity_tool,
@@ -185,5 +185,5 @@ __all__ = [
     # the course
     "course_map", "course_map_markdown",
     # texts for people
-    "shorten", "plural", "count", "say",
+    "shorten", "plural", "count", "model_size", "say",
 ]  # fmt: skip

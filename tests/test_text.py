@@ -33,3 +33,10 @@ def test_shorten_cuts_at_a_word_boundary():
 
 def test_every_code_has_a_russian_name():
     assert set(lk.TOPIC_NAMES) == set(lk.TOPICS) and set(lk.TONE_NAMES) == set(lk.TONES)
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    ("1.5B", "1,5 млрд параметров"), ("494.03M", "494 млн параметров"), ("32B", "32 млрд параметров"),
+    ("7.60B", "7,6 млрд параметров"), ("", ""), ("unknown", "unknown")])
+def test_model_size_reads_as_russian(size, expected):
+    assert lk.model_size(size) == expected

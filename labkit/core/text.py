@@ -6,7 +6,7 @@ its noun in the right form (``count(3, "новость", "новости", "но
 
 from __future__ import annotations
 
-__all__ = ["PREVIEW_CHARS", "ERROR_CHARS", "VALUE_CHARS", "shorten", "plural", "count", "say"]
+__all__ = ["PREVIEW_CHARS", "ERROR_CHARS", "VALUE_CHARS", "shorten", "plural", "count", "model_size", "say"]
 
 PREVIEW_CHARS = 120  # a trace row's preview of a tool result or an answer
 ERROR_CHARS = 160  # an exception's text quoted inside a message
@@ -44,6 +44,26 @@ def plural(number: float, one: str, few: str, many: str) -> str:
 def count(number: int, one: str, few: str, many: str) -> str:
     """`number` with its noun in the right form: ``count(3, "новость", "новости", "новостей")`` -> «3 новости»."""
     return f"{number} {plural(number, one, few, many)}"
+
+
+_SCALES = {"K": "тыс.", "M": "млн", "B": "млрд", "T": "трлн"}
+
+
+def model_size(parameter_size: str) -> str:
+    """Ollama's ``details.parameter_size`` for people: "1.5B" -> «1,5 млрд параметров», "494.03M" -> «494 млн параметров».
+
+    Taught in 06_agent. A value in another form is returned as it is.
+    """
+    text = str(parameter_size).strip()
+    scale = _SCALES.get(text[-1:].upper())
+    try:
+        value = float(text[:-1])
+    except ValueError:
+        scale = None
+    if scale is None:
+        return text
+    shown = f"{value:.1f}".rstrip("0").rstrip(".") if value < 10 else f"{value:.0f}"
+    return f"{shown.replace('.', ',')} {scale} параметров"
 
 
 def say(markdown: str) -> None:
