@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from labkit.core.context import Lab  # at run time: tool_schema resolves the tools' type hints
-from labkit.core.corpus import COMPANIES, TONE_NAMES, TONES, TOPIC_GLOSSES, TOPIC_NAMES, TOPICS
+from labkit.core.corpora.news import COMPANIES, TONE_NAMES, TONES, TOPIC_GLOSSES, TOPIC_NAMES, TOPICS
 from labkit.core.text import ERROR_CHARS, VALUE_CHARS, count, shorten
 from labkit.retrieval.fusion import search_hybrid
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from labkit.core.corpus import load_queries
+from labkit.core.corpora import load_queries
 from labkit.evaluation.retrieval import EvalReport, evaluate
 from labkit.retrieval.modes import SEARCH_MODES, available_modes, unavailable_modes
 from labkit.services.setup import setup

@@ -259,7 +259,7 @@ def run_bench(lab: Lab, size: int, queries: int = 50, seed: int = 0, top_k: int 
     the exact scan, rows a selective filter returns with and without iterative scans, and
     the single-SQL hybrid against the Python hybrid on the lab corpus.
     """
-    from labkit.core.corpus import load_queries
+    from labkit.core.corpora import load_queries
     from labkit.evaluation.retrieval import compare_hybrid_latency
 
     conn = lab.conn

@@ -22,7 +22,7 @@ from typing import Any
 from labkit.agent.entity_tool import ENTITY_LIMIT, search_by_entity
 from labkit.agent.tools import tool_schema
 from labkit.core.context import Lab
-from labkit.core.corpus import COMPANIES, TONES
+from labkit.core.corpora.news import COMPANIES, TONES
 from labkit.core.text import shorten
 from labkit.course.checks.cases import Answers, Case, Exercise
 from labkit.course.checks.common import (

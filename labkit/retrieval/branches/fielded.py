@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from labkit.core.corpus import TOPIC_GLOSSES
+from labkit.core.corpora.news import TOPIC_GLOSSES
 from labkit.core.ranking import Hit
 from labkit.retrieval.branches.textvec import TextVectors
 from labkit.store.locks import FIELDED_VEC_LOCK

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TS_CONFIG", "MAX_WORDS", "MAX_WORD_LENGTH", "query_words", "lexical_sql", "search_lexical"]
 
-from labkit.core.corpus import TS_CONFIG
+from labkit.core.corpora.news import TS_CONFIG
 
 MAX_WORDS = 64  # a 10 kB paste is not a query; the first 64 distinct words are plenty
 MAX_WORD_LENGTH = 100  # longer "words" are noise (Postgres itself skips lexemes over 2047 bytes)
