@@ -22,26 +22,22 @@ from labkit.agent.tools import (
     tool_schema,
 )
 from labkit.core.context import Lab, LoadReport
-from labkit.core.corpus import (
+from labkit.core.corpora import CORPORA, DEFAULT_CORPUS, corpus_named, load_corpus, load_queries
+from labkit.core.corpora.news import (
     COMPANIES,
     CORPUS_PATH,
-    DATA_DIR,
     HELDOUT_PATH,
+    NEWS,
     QUERIES_PATH,
     RETRIEVAL_PATH,
-    SPLITS,
     TONE_NAMES,
     TONES,
     TOPIC_GLOSSES,
     TOPIC_NAMES,
     TOPICS,
-    DataError,
     Doc,
-    LabelledQuery,
-    load_corpus,
-    load_queries,
-    query_kinds,
 )
+from labkit.core.corpus import DATA_DIR, SPLITS, Corpus, DataError, Field, LabelledQuery, query_kinds
 from labkit.core.errors import LabError
 from labkit.core.ranking import Hit, ids
 from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
@@ -142,7 +138,8 @@ __all__ = [
     # the edge: settings, services, the lab context
     "Settings", "get_settings", "lab_home", "normalize_host", "NO_TOOLS_MODEL", "LabError", "StackError",
     "up", "down", "status", "ensure_stack", "Lab", "setup", "open_lab", "ModelMissing", "check_models",
-    # data
+    # data: corpora as values, the news corpus' codes and files
+    "Corpus", "Field", "CORPORA", "DEFAULT_CORPUS", "NEWS", "corpus_named",
     "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
     "RETRIEVAL_PATH", "SPLITS", "query_kinds",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",

@@ -13,7 +13,8 @@ import pytest
 
 from labkit.agent.entity_tool import search_by_entity
 from labkit.agent.tools import DEFAULT_TOOLS, tool_schema
-from labkit.core.corpus import DataError, load_corpus
+from labkit.core.corpora import load_corpus
+from labkit.core.corpus import DataError
 from labkit.evaluation.tool_choice import AgentQuestion, choice_is_correct, load_agent_questions
 
 KINDS = {"search", "count", "entity", "no_extra", "none"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.core.corpus import load_corpus
+from labkit.core.corpora import load_corpus
 from labkit.retrieval.branches.bm25 import bm25_scores, fetch_postings, query_lexemes, search_bm25
 from labkit.retrieval.fusion import search_hybrid_bm25
 from labkit.retrieval.modes import SEARCH_MODES

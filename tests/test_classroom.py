@@ -128,7 +128,7 @@ def test_a_student_database_holds_a_whole_lab(cluster: PrivatePostgres, settings
     monkeypatch.setenv("OLLAMA_HOST", settings.ollama_host)
     student = get_settings()
     with lk.open_lab(student) as lab:
-        assert lab.conn.info.user == "lab_dave" and lab.corpus.documents > 0
+        assert lab.conn.info.user == "lab_dave" and lab.loaded.documents > 0
         assert lk.search_hybrid(lab, "ключевая ставка", top_k=3)
 
 

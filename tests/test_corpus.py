@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.core.corpus import COMPANIES, TONES, TOPICS, DataError, load_corpus, load_queries
+from labkit.core.corpora import load_corpus, load_queries
+from labkit.core.corpora.news import COMPANIES, TONES, TOPICS
+from labkit.core.corpus import DataError
 
 
 def test_corpus_has_thirty_documents_with_unique_ids():

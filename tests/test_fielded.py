@@ -1,11 +1,11 @@
-"""The fielded branch (issue 11): each news text embedded with its topic's gloss and company, kept current."""
+"""The fielded branch (11_beyond_rrf): each news text embedded with its topic's gloss and company, kept current."""
 
 from __future__ import annotations
 
 import pytest
 
 import labkit as lk
-from labkit.core.corpus import TOPIC_GLOSSES
+from labkit.core.corpora.news import TOPIC_GLOSSES
 
 MODES = ["fielded", "fielded_corrected", "fielded_covered"]
 

@@ -284,7 +284,7 @@ async def _student_runs_the_notebook(hub: Hub, name: str, cells: list[str], othe
             "import os\n"
             'lab.conn.execute("CREATE TABLE IF NOT EXISTS hub_marker (owner text)")\n'
             'lab.conn.execute("INSERT INTO hub_marker VALUES (%s)", (os.environ["JUPYTERHUB_USER"],))\n'
-            'print(lab.conn.info.user, lab.conn.info.dbname, lab.corpus.documents)')
+            'print(lab.conn.info.user, lab.conn.info.dbname, lab.loaded.documents)')
         assert not errors, errors
         neighbour, errors = await kernel.run(
             "import psycopg\n"

@@ -114,7 +114,7 @@ def test_switching_model_keeps_the_first_models_vectors(scratch):
                 "INSERT INTO embedding_cache (model, kind, text_hash, text, embedding) VALUES (%s, %s, %s, %s, %s)",
                 rows,
             )
-        switched = lk.ensure_corpus(dataclasses.replace(lab, settings=other, corpus=None))
+        switched = lk.ensure_corpus(dataclasses.replace(lab, settings=other, loaded=None))
         assert switched.embedding_calls == 0
         assert switched.table != first.table and switched.dim == 8
         assert switched.table == "news_vec_tiny_test_embedder_8d"

@@ -11,16 +11,9 @@ from collections import Counter
 
 import pytest
 
-from labkit.core.corpus import (
-    HELDOUT_PATH,
-    QUERIES_PATH,
-    RETRIEVAL_PATH,
-    SPLITS,
-    DataError,
-    load_corpus,
-    load_queries,
-    query_kinds,
-)
+from labkit.core.corpora import load_corpus, load_queries
+from labkit.core.corpora.news import HELDOUT_PATH, QUERIES_PATH, RETRIEVAL_PATH
+from labkit.core.corpus import SPLITS, DataError, query_kinds
 
 KINDS = {"paraphrase", "homonym", "entity", "number", "typo", "multiword"}
 MIN_QUERIES = 84

@@ -6,7 +6,7 @@ import pytest
 
 import labkit as lk
 from labkit.agent.entity_tool import FINAL_TOOLS, search_by_entity
-from labkit.core.corpus import load_corpus
+from labkit.core.corpora import load_corpus
 
 
 def test_schema_comes_from_signature_and_docstring():

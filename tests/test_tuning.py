@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.core.corpus import HELDOUT_PATH, LabelledQuery, load_corpus, load_queries
+from labkit.core.corpora import load_corpus, load_queries
+from labkit.core.corpora.news import HELDOUT_PATH
+from labkit.core.corpus import LabelledQuery
 from labkit.evaluation.retrieval import _departure, branch_rankings, default_grid, time_modes, tune_fusion
 from labkit.retrieval.branches.latent import LATENT_TABLE, ensure_latent_terms, search_latent
 from labkit.retrieval.fusion import DEFAULT_FUSION, FusionConfig, search_hybrid_latent

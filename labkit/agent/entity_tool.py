@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from psycopg import sql
+
 from labkit.agent.planner import SYSTEM_PROMPT
 from labkit.agent.tools import DEFAULT_TOOLS, Company, Tone
 from labkit.core.context import Lab  # at run time: tool_schema resolves the tools' type hints
@@ -30,14 +32,16 @@ def search_by_entity(lab: Lab, company: Company | None = None, tone: Tone | None
     """
     with lab.conn.cursor() as cur:
         cur.execute(
-            """
-            SELECT id, body, company, tone
-            FROM news
-            WHERE (%(company)s::text IS NULL OR company = %(company)s)
-              AND (%(tone)s::text IS NULL OR tone = %(tone)s)
-            ORDER BY id
-            LIMIT %(limit)s
-            """,
+            sql.SQL(
+                """
+                SELECT id, {text}, company, tone
+                FROM {table}
+                WHERE (%(company)s::text IS NULL OR company = %(company)s)
+                  AND (%(tone)s::text IS NULL OR tone = %(tone)s)
+                ORDER BY id
+                LIMIT %(limit)s
+                """
+            ).format(text=sql.Identifier(lab.corpus.text_column), table=sql.Identifier(lab.corpus.table)),
             {"company": company, "tone": tone, "limit": ENTITY_LIMIT},
         )
         return [{"id": i, "text": t, "company": c, "tone": tn} for i, t, c, tn in cur.fetchall()]

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from labkit.core.corpus import TONES, TOPICS
+from labkit.core.corpora.news import TONES, TOPICS
 from labkit.core.text import plural
 
 __all__ = ["Faithfulness", "check_answer", "faithfulness_rate", "strip_ids", "extractive_answer", "STEM"]

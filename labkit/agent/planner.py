@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from labkit.agent.tools import tool_schema
-from labkit.core.corpus import TOPIC_GLOSSES
+from labkit.core.corpora.news import TOPIC_GLOSSES
 from labkit.models.chat import Reply, ask_model
 
 __all__ = ["FINAL_PROMPT", "SYSTEM_PROMPT", "PLAN_TOKENS", "ANSWER_TOKENS", "FakeStubbornChat", "Plan", "plan",

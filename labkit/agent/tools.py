@@ -19,8 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from psycopg import sql
+
 from labkit.core.context import Lab  # at run time: tool_schema resolves the tools' type hints
-from labkit.core.corpus import COMPANIES, TONE_NAMES, TONES, TOPIC_GLOSSES, TOPIC_NAMES, TOPICS
+from labkit.core.corpora.news import COMPANIES, TONE_NAMES, TONES, TOPIC_GLOSSES, TOPIC_NAMES, TOPICS
 from labkit.core.text import ERROR_CHARS, VALUE_CHARS, count, shorten
 from labkit.retrieval.fusion import search_hybrid
 
@@ -39,14 +41,15 @@ __all__ = [
     "tool_schema",
 ]
 
-# Built from the corpus, so the enums the model sees always match the data.
+# Built from the news corpus, so the enums the model sees always match the data. The tools read the
+# documents from the lab's corpus (lab.corpus), which must have these fields.
 Topic = Literal[TOPICS]  # type: ignore[valid-type]
 Company = Literal[COMPANIES]  # type: ignore[valid-type]
 Tone = Literal[TONES]  # type: ignore[valid-type]
 
 MAX_STRING_LENGTH = 200  # longer model-supplied strings are refused
 # Russian glosses of the enum codes, shown to the model in the schema: it reads Russian questions,
-# and «нефть и металлы» or «ключевая ставка» name no code. The topics' glosses live in labkit.core.corpus
+# and «нефть и металлы» or «ключевая ставка» name no code. The topics' glosses live in labkit.core.corpora.news
 # (the fielded search branch embeds them too); a new code without a gloss fails there at import.
 ENUM_GLOSSES: dict[str, str] = {
     **TOPIC_GLOSSES,
@@ -56,7 +59,7 @@ ENUM_GLOSSES: dict[str, str] = {
 }
 _unglossed = [code for code in TONES if code not in ENUM_GLOSSES]
 if _unglossed:  # a new code in the data needs a gloss the model can match to a Russian question
-    raise RuntimeError(f"no Russian gloss for {_unglossed}: add it to ENUM_GLOSSES in labkit/tools.py")
+    raise RuntimeError(f"no Russian gloss for {_unglossed}: add it to ENUM_GLOSSES in labkit/agent/tools.py")
 TOP_K = 3  # search_articles returns this many documents
 
 
@@ -71,8 +74,10 @@ def search_articles(lab: Lab, query: str) -> list[dict[str, Any]]:
     hits = search_hybrid(lab, query, top_k=TOP_K)
     if not hits:
         return []
+    corpus = lab.corpus
     with lab.conn.cursor() as cur:
-        cur.execute("SELECT id, body FROM news WHERE id = ANY(%(ids)s)", {"ids": [h.doc_id for h in hits]})
+        cur.execute(sql.SQL("SELECT id, {text} FROM {table} WHERE id = ANY(%(ids)s)").format(
+            text=sql.Identifier(corpus.text_column), table=sql.Identifier(corpus.table)), {"ids": [h.doc_id for h in hits]})
         text = dict(cur.fetchall())
     return [{"id": h.doc_id, "text": text[h.doc_id]} for h in hits if h.doc_id in text]
 
@@ -85,7 +90,8 @@ def get_metrics(lab: Lab, topic: Topic) -> dict[str, Any]:
     Args:
         topic: topic of the news
     """
-    row = lab.conn.execute("SELECT count(*) FROM news WHERE topic = %(topic)s", {"topic": topic}).fetchone()
+    row = lab.conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE topic = %(topic)s").format(
+        sql.Identifier(lab.corpus.table)), {"topic": topic}).fetchone()
     count = row[0] if row else 0
     return {"topic": topic, "count": count}
 

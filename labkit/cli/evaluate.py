@@ -1,6 +1,6 @@
 """``eval``: Recall@k, MRR and nDCG@k of the search modes on labelled queries (taught in 05_evaluation).
 
-    ./run.sh eval [--queries FILE.jsonl] [--k 3] [--json] [--modes vector,hybrid]
+    ./run.sh eval [--corpus news] [--queries FILE.jsonl] [--k 3] [--json] [--modes vector,hybrid]
 
 The JSON shape (``k``, ``modes`` with the means, ``queries`` with each mode's ranking)
 is a public contract: extend it, never break it.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from labkit.core.corpus import load_queries
+from labkit.core.corpora import CORPORA, DEFAULT_CORPUS, corpus_named, load_queries
 from labkit.evaluation.retrieval import EvalReport, evaluate
 from labkit.retrieval.modes import SEARCH_MODES, available_modes, unavailable_modes
 from labkit.services.setup import setup
@@ -23,7 +23,10 @@ def register(sub: Any) -> None:
     """Add the ``eval`` command to the sub-parsers `sub`."""
     parser = sub.add_parser("eval", help="compare search modes on labelled queries (recall@k, MRR, nDCG)",
                             description="Recall@k, MRR and nDCG@k of the search modes.")
-    parser.add_argument("--queries", metavar="FILE.jsonl", help="labelled queries (default: the lab's 12 queries)")
+    parser.add_argument("--corpus", choices=list(CORPORA), default=DEFAULT_CORPUS.name,
+                        help=f"the corpus to load and search (default {DEFAULT_CORPUS.name})")
+    parser.add_argument("--queries", metavar="FILE.jsonl",
+                        help="labelled queries (default: the corpus' own, for news its 12 queries)")
     parser.add_argument("--k", "--top-k", dest="top_k", type=int, default=3,
                         help="cut-off k of Recall@k and nDCG@k (default 3)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -46,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             args.parser.error(f"mode(s) {', '.join(missing)} cannot run on this machine ({next(iter(missing.values()))}); "
                               f"available: {', '.join(available_modes())}")
-    queries = load_queries(args.queries)  # a bad file fails before any service is touched
-    with setup(quiet=True) as lab:
+    corpus = corpus_named(args.corpus)
+    queries = load_queries(args.queries, corpus=corpus)  # a bad file fails before any service is touched
+    with setup(quiet=True, corpus=corpus) as lab:
         report = evaluate(lab, queries, modes, top_k=args.top_k)
     print(report.to_json() if args.json else _table(report))
     return 0

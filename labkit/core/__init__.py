@@ -1,1 +1,1 @@
-"""The lab's ground: settings, errors, the corpus description, ranked hits and the lab context (no services)."""
+"""The lab's ground: settings, errors, the corpus description and the corpora, ranked hits and the lab context (no services)."""

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
 
+from labkit.core.corpora import DEFAULT_CORPUS
+from labkit.core.corpus import Corpus
 from labkit.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -33,21 +35,23 @@ class LoadReport(NamedTuple):
     table: str
     dim: int
     documents: int
-    changed_documents: int  # rows of news the loader inserted, updated or deleted
+    changed_documents: int  # rows of the documents table the loader inserted, updated or deleted
     changed_vectors: int
     embedding_calls: int  # requests to the model server made by this call (0 on a re-run)
     embedded_texts: int
     kept: tuple[int, ...] = ()  # corpus ids whose row someone else edited or inserted: left as it is
+    corpus: str = ""  # the name of the corpus loaded
 
 
 @dataclass(eq=False)
 class Lab:
-    """One lab session: where the services are, an open connection and the model client."""
+    """One lab session: where the services are, an open connection, the model client and the corpus searched."""
 
     settings: Settings
     conn: psycopg.Connection[Any]
     models: ollama.Client
-    corpus: LoadReport | None = None  # what loading the corpus did, when setup loaded it
+    corpus: Corpus = DEFAULT_CORPUS  # the description of the corpus every branch, tool and evaluation reads
+    loaded: LoadReport | None = None  # what loading the corpus did, when setup loaded it
     query_vectors: OrderedDict[tuple[str, bytes], np.ndarray] = field(default_factory=OrderedDict, repr=False)
 
     @property

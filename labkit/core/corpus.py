@@ -1,63 +1,59 @@
-"""The 30-document news corpus and the 12 labelled queries (taught in 01_corpus).
+"""A corpus is data: one description of its table, text, metadata and files, and reading its files (01_corpus).
 
-Both live as JSON Lines in ``labkit/data``: one document or one query per line,
-so a broken line is reported with its file and line number.
+A ``Corpus`` says everything the lab needs to know about a collection of documents: the
+table that holds them (an integer ``id``, the text, one column per metadata field and a
+generated ``tsv``), the JSON field the text comes from, each metadata field with its SQL
+type and Russian gloss, the source file, the labelled queries and the text-search
+configuration. The loader, every search branch, the evaluation and the agent's tools read
+these from the corpus the lab carries (``lab.corpus``); the corpora themselves are defined
+in ``labkit.core.corpora``. A second corpus costs a definition and a data file, not a copy
+of every branch.
+
+Documents and queries live as JSON Lines: one record per line, so a broken line is
+reported with its file and line number.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import datetime
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from labkit.core.errors import LabError
 
 __all__ = [
     "DATA_DIR",
-    "TS_CONFIG",
-    "CORPUS_PATH",
-    "QUERIES_PATH",
-    "HELDOUT_PATH",
-    "RETRIEVAL_PATH",
+    "ID_COLUMN",
+    "MAX_ID",
     "SPLITS",
-    "Doc",
-    "LabelledQuery",
+    "SQL_TYPES",
+    "Corpus",
     "DataError",
-    "load_corpus",
-    "load_queries",
+    "Document",
+    "Field",
+    "LabelledQuery",
     "query_kinds",
+    "read_queries",
     "read_records",
-    "TOPICS",
-    "COMPANIES",
-    "TONES",
-    "TOPIC_NAMES",
-    "TOPIC_GLOSSES",
-    "TONE_NAMES",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-CORPUS_PATH = DATA_DIR / "corpus.jsonl"
-QUERIES_PATH = DATA_DIR / "queries.jsonl"
-HELDOUT_PATH = DATA_DIR / "heldout.jsonl"  # written after the corpus, never used for tuning (11_beyond_rrf)
-# Larger labelled set with a "kind" and a fixed "split" per query: tune on "tune", report on "report" only.
-RETRIEVAL_PATH = DATA_DIR / "retrieval.jsonl"
-SPLITS: tuple[str, ...] = ("tune", "report")
-TS_CONFIG = "russian"  # the text-search configuration of the news corpus (02_lexical)
+SPLITS: tuple[str, ...] = ("tune", "report")  # of a labelled set: tune on "tune", report on "report" only
+ID_COLUMN = "id"  # every documents table and every table derived from it is keyed by an integer `id`
+MAX_ID = 2**31 - 1  # the id is a Postgres integer
+# The SQL types a metadata field may have, with the JSON type of its values (a date is an ISO string).
+SQL_TYPES: dict[str, type] = {"text": str, "integer": int, "date": str}
+_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+_RESERVED = {ID_COLUMN, "text", "tsv"}  # the record's id and text, the generated tsvector
 
 
 class DataError(LabError, ValueError):
     """A data file is missing or has a malformed line (the message names file:line)."""
-
-
-class Doc(NamedTuple):
-    """One news item of the corpus."""
-
-    id: int
-    text: str
-    company: str | None
-    tone: str
-    topic: str
 
 
 class LabelledQuery(NamedTuple):
@@ -65,6 +61,151 @@ class LabelledQuery(NamedTuple):
 
     query: str
     relevant: frozenset[int]
+
+
+class Document(Protocol):
+    """One document of a corpus file: a NamedTuple of ``id``, ``text`` and the corpus' metadata fields, in order."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One metadata field of a corpus: a key of each JSON record and a column of the documents table."""
+
+    name: str
+    gloss: str  # what the field is, in Russian («компания»); the fielded text labels its value with it
+    sql_type: str = "text"  # one of SQL_TYPES
+    required: bool = True  # False: a record may hold null, and the column allows NULL
+    names: Mapping[str, str] = dataclasses.field(default_factory=dict)  # code -> Russian name, for people
+    glosses: Mapping[str, str] = dataclasses.field(default_factory=dict)  # code -> Russian description
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name) or self.name in _RESERVED:
+            raise ValueError(f"field name {self.name!r} must match [a-z_][a-z0-9_]* and not be one of {sorted(_RESERVED)}")
+        if self.sql_type not in SQL_TYPES:
+            raise ValueError(f"field {self.name!r}: sql_type must be one of {', '.join(SQL_TYPES)}, not {self.sql_type!r}")
+
+    @property
+    def label(self) -> str:
+        """The gloss as the start of a phrase: «Компания»."""
+        return self.gloss[:1].upper() + self.gloss[1:]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Corpus:
+    """A corpus as data: its documents table, text, metadata fields, files and text-search configuration.
+
+    Taught in 01_corpus. Tables and indexes made for the corpus are named by ``derived``.
+    """
+
+    name: str  # short code: ``./run.sh eval --corpus NAME``
+    title: str  # what it is, in Russian
+    table: str  # the documents table: id, the text column, one column per field, tsv
+    fields: tuple[Field, ...]  # the metadata, in column order
+    source: Path  # the JSONL file of documents
+    queries: Path  # the default labelled queries
+    heldout: Path | None = None  # labelled queries never used for tuning
+    retrieval: Path | None = None  # the larger labelled set with a kind and a split per query
+    text_column: str = "body"
+    text_field: str = "text"  # the key of the text in a JSON record
+    ts_config: str = "russian"  # the text-search configuration of the tsv column and every tsquery
+    fielded: tuple[str, ...] = ()  # fields embedded with the text by the fielded branch, in this order
+    lexicon: tuple[str, ...] = ()  # text fields whose values are words a reader types (names): spelling reads them
+    fixed_names: Mapping[str, str] = dataclasses.field(default_factory=dict)  # derived names that predate `derived`
+    record: type[Any] = dataclasses.field(init=False, repr=False)  # the NamedTuple class of one document
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.fields]
+        for name in (self.table, self.text_column, *self.fixed_names.values()):
+            if not _NAME.fullmatch(name) or len(name) > 40:
+                raise ValueError(f"{self.name}: {name!r} must match [a-z_][a-z0-9_]* and have at most 40 characters")
+        if len(set(names)) != len(names) or self.text_column in {*names, *_RESERVED}:
+            raise ValueError(f"{self.name}: field and column names must be distinct, got {[self.text_column, *names]}")
+        unknown = [n for n in (*self.fielded, *self.lexicon) if n not in names]
+        if unknown or any(self.field(n).sql_type != "text" for n in self.lexicon):
+            raise ValueError(f"{self.name}: fielded and lexicon must name fields (lexicon: text ones), got {unknown}")
+        record = collections.namedtuple("Doc", [ID_COLUMN, "text", *names])  # type: ignore[misc]
+        record.__doc__ = f"One document of the corpus {self.name!r}: id, text, {', '.join(names) or 'no metadata'}."
+        object.__setattr__(self, "record", record)
+
+    def __repr__(self) -> str:
+        return f"Corpus({self.name!r}, table={self.table!r}, fields={[f.name for f in self.fields]})"
+
+    def derived(self, role: str) -> str:
+        """The name of a table or index made for this corpus: ``<table>_<role>`` unless `fixed_names` has it.
+
+        ``derived("latent")`` is the latent-terms table, ``derived("vec_e5")`` a vector table,
+        ``derived("rows")`` the loader's list of its own rows, ``derived("vector_tables")`` the registry.
+        """
+        return self.fixed_names.get(role, f"{self.table}_{role}")
+
+    def field(self, name: str) -> Field:
+        """The metadata field called `name` (KeyError when there is none)."""
+        for candidate in self.fields:
+            if candidate.name == name:
+                return candidate
+        raise KeyError(f"the corpus {self.name!r} has no field {name!r}")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The loaded columns of the documents table, in record order: id, the text column, the fields."""
+        return (ID_COLUMN, self.text_column, *(f.name for f in self.fields))
+
+    def document(self, record: dict[str, Any], where: str) -> Document:
+        """One JSON record checked for everything the database would refuse halfway through a load."""
+        doc_id = _value(record, ID_COLUMN, int, where)
+        text = _value(record, self.text_field, str, where)
+        values = {f.name: _value(record, f.name, SQL_TYPES[f.sql_type], where, optional=not f.required)
+                  for f in self.fields}
+        if not 1 <= doc_id <= MAX_ID:
+            raise DataError(f"{where}: field {ID_COLUMN!r} must lie in [1, {MAX_ID}], got {doc_id}")
+        if not text.strip():
+            raise DataError(f"{where}: empty text")
+        for f in self.fields:
+            value = values[f.name]
+            if f.sql_type == "text" and f.required and not value.strip():
+                raise DataError(f"{where}: empty {f.name}")
+            if f.sql_type == "integer" and value is not None and not -MAX_ID - 1 <= value <= MAX_ID:
+                raise DataError(f"{where}: field {f.name!r} must fit a Postgres integer, got {value}")
+        for name, value in [(self.text_field, text), *values.items()]:
+            if isinstance(value, str) and "\x00" in value:
+                raise DataError(f"{where}: field {name!r} contains a NUL character, which Postgres text cannot hold")
+        for f in self.fields:
+            if f.sql_type == "date" and values[f.name] is not None:
+                try:
+                    values[f.name] = datetime.date.fromisoformat(values[f.name])
+                except ValueError:
+                    raise DataError(f"{where}: field {f.name!r} must be a date YYYY-MM-DD, "
+                                    f"got {values[f.name]!r}") from None
+        doc: Document = self.record(doc_id, text, *values.values())
+        return doc
+
+    def documents(self, path: str | Path | None = None) -> list[Document]:
+        """Read the corpus file (default `source`), sorted by id. Taught in 01_corpus.
+
+        The whole file is checked before anything is returned: a bad line, a duplicate id or an
+        empty file is a DataError naming file:line, so a load never starts on half a corpus.
+        """
+        path = Path(path) if path is not None else self.source
+        docs: dict[int, Document] = {}
+        for number, record in read_records(path):
+            where = f"{path}:{number}"
+            doc = self.document(record, where)
+            if doc.id in docs:
+                raise DataError(f"{where}: duplicate document id {doc.id}")
+            docs[doc.id] = doc
+        if not docs:
+            raise DataError(f"{path}: no documents in the file")
+        return [docs[doc_id] for doc_id in sorted(docs)]
 
 
 def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -87,7 +228,7 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, record
 
 
-def _field(record: dict[str, Any], name: str, kind: type, where: str, optional: bool = False) -> Any:
+def _value(record: dict[str, Any], name: str, kind: type, where: str, optional: bool = False) -> Any:
     """Return record[name], checking its type; raise DataError naming file:line."""
     if name not in record:
         raise DataError(f"{where}: missing field {name!r}")
@@ -99,52 +240,8 @@ def _field(record: dict[str, Any], name: str, kind: type, where: str, optional: 
     return value
 
 
-MAX_ID = 2**31 - 1  # news.id is a Postgres integer
-
-
-def _doc(record: dict[str, Any], where: str) -> Doc:
-    """One corpus record checked for everything the database would refuse halfway through a load."""
-    doc = Doc(
-        id=_field(record, "id", int, where),
-        text=_field(record, "text", str, where),
-        company=_field(record, "company", str, where, optional=True),
-        tone=_field(record, "tone", str, where),
-        topic=_field(record, "topic", str, where),
-    )
-    if not 1 <= doc.id <= MAX_ID:
-        raise DataError(f"{where}: field 'id' must lie in [1, {MAX_ID}], got {doc.id}")
-    if not doc.text.strip():
-        raise DataError(f"{where}: empty text")
-    for name in ("tone", "topic"):
-        if not getattr(doc, name).strip():
-            raise DataError(f"{where}: empty {name}")
-    for name in ("text", "company", "tone", "topic"):
-        if "\x00" in (getattr(doc, name) or ""):
-            raise DataError(f"{where}: field {name!r} contains a NUL character, which Postgres text cannot hold")
-    return doc
-
-
-def load_corpus(path: str | Path | None = None) -> list[Doc]:
-    """Read the corpus (default ``labkit/data/corpus.jsonl``), sorted by id. Taught in 01_corpus.
-
-    The whole file is checked before anything is returned: a bad line, a duplicate id or an
-    empty file is a DataError naming file:line, so a load never starts on half a corpus.
-    """
-    path = Path(path) if path is not None else CORPUS_PATH
-    docs: dict[int, Doc] = {}
-    for number, record in read_records(path):
-        where = f"{path}:{number}"
-        doc = _doc(record, where)
-        if doc.id in docs:
-            raise DataError(f"{where}: duplicate document id {doc.id}")
-        docs[doc.id] = doc
-    if not docs:
-        raise DataError(f"{path}: no documents in the file")
-    return [docs[doc_id] for doc_id in sorted(docs)]
-
-
-def load_queries(path: str | Path | None = None, split: str | None = None) -> list[LabelledQuery]:
-    """Read labelled queries (default ``labkit/data/queries.jsonl``). Taught in 05_evaluation.
+def read_queries(path: str | Path, split: str | None = None) -> list[LabelledQuery]:
+    """Read a file of labelled queries. Taught in 05_evaluation.
 
     Fields other than ``query`` and ``relevant`` are ignored, unless ``split`` ("tune" or "report") is
     given: then only records whose ``split`` field equals it are kept, and a record without a valid
@@ -152,16 +249,16 @@ def load_queries(path: str | Path | None = None, split: str | None = None) -> li
     """
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
-    path = Path(path) if path is not None else QUERIES_PATH
+    path = Path(path)
     queries: list[LabelledQuery] = []
     for number, record in read_records(path):
         where = f"{path}:{number}"
-        query = _field(record, "query", str, where)
-        relevant = _field(record, "relevant", list, where)
+        query = _value(record, "query", str, where)
+        relevant = _value(record, "relevant", list, where)
         if not relevant or not all(isinstance(i, int) and not isinstance(i, bool) for i in relevant):
             raise DataError(f"{where}: 'relevant' must be a non-empty list of document ids, got {relevant!r}")
         if split is not None:
-            record_split = _field(record, "split", str, where)
+            record_split = _value(record, "split", str, where)
             if record_split not in SPLITS:
                 raise DataError(f"{where}: field 'split' must be one of {', '.join(SPLITS)}, got {record_split!r}")
             if record_split != split:
@@ -183,45 +280,8 @@ def query_kinds(path: str | Path) -> dict[str, str]:
     kinds: dict[str, str] = {}
     for number, record in read_records(path):
         where = f"{path}:{number}"
-        query = _field(record, "query", str, where)
-        kind = _field(record, "kind", str, where)
+        query = _value(record, "query", str, where)
+        kind = _value(record, "kind", str, where)
         if kinds.setdefault(query, kind) != kind:
             raise DataError(f"{where}: query {query!r} listed again with kind {kind!r} (was {kinds[query]!r})")
     return kinds
-
-
-_CORPUS = load_corpus()
-TOPICS: tuple[str, ...] = tuple(sorted({doc.topic for doc in _CORPUS}))
-COMPANIES: tuple[str, ...] = tuple(sorted({doc.company for doc in _CORPUS if doc.company}))
-TONES: tuple[str, ...] = tuple(sorted({doc.tone for doc in _CORPUS}))
-
-# What a person reads instead of the codes (in answers, tables and plots).
-TOPIC_NAMES: dict[str, str] = {
-    "commodities": "сырьё и металлы",
-    "energy": "энергетика",
-    "finance": "финансы",
-    "incident": "происшествия",
-    "monetary": "денежно-кредитная политика",
-    "realty": "недвижимость",
-    "retail": "розничная торговля",
-    "sport": "спорт",
-    "tech": "технологии",
-}
-# What each topic holds, in the words a reader uses: shown to the agent's model beside the codes
-# (labkit.agent.tools) and embedded with each document by the fielded search branch (labkit.retrieval.branches.fielded).
-TOPIC_GLOSSES: dict[str, str] = {
-    "commodities": "сырьё: нефть, золото, серебро, металлы, добыча",
-    "energy": "энергетика: электроэнергия",
-    "finance": "финансы: банки, прибыль компаний, курс рубля, облигации",
-    "incident": "происшествия: кибератаки, сбои",
-    "monetary": "денежно-кредитная политика: ключевая ставка ЦБ",
-    "realty": "недвижимость: жильё, квартиры",
-    "retail": "розничная торговля: магазины, ритейлеры",
-    "sport": "спорт: соревнования, медали, матчи",
-    "tech": "технологии: нейросети, смартфоны, IT",
-}
-TONE_NAMES: dict[str, str] = {"negative": "негативная", "neutral": "нейтральная", "positive": "позитивная"}
-_unnamed = (set(TOPICS) - set(TOPIC_NAMES)) | (set(TOPICS) - set(TOPIC_GLOSSES)) | (set(TONES) - set(TONE_NAMES))
-if _unnamed:  # a new code in the data must get a Russian name here
-    raise DataError(f"no Russian name for {sorted(_unnamed)}: add it to TOPIC_NAMES/TOPIC_GLOSSES/TONE_NAMES "
-                    "in labkit/corpus.py")

@@ -2,7 +2,7 @@
 
 Everything is deterministic for a given (size, dim, seed): numpy's seeded generator
 makes the vectors, their ``topic`` and the query vectors. Vectors live in their own
-table ``scale_vectors`` (never the lab's ``news``), loaded with binary COPY.
+table ``scale_vectors`` (never the lab corpus' tables), loaded with binary COPY.
 Settings that change plans (``enable_seqscan``, ``hnsw.ef_search``,
 ``hnsw.iterative_scan``, ``maintenance_work_mem``) are set with
 ``set_config(..., true)``, i.e. ``SET LOCAL``: they end with the transaction.
@@ -259,7 +259,7 @@ def run_bench(lab: Lab, size: int, queries: int = 50, seed: int = 0, top_k: int 
     the exact scan, rows a selective filter returns with and without iterative scans, and
     the single-SQL hybrid against the Python hybrid on the lab corpus.
     """
-    from labkit.core.corpus import load_queries
+    from labkit.core.corpus import read_queries
     from labkit.evaluation.retrieval import compare_hybrid_latency
 
     conn = lab.conn
@@ -280,7 +280,7 @@ def run_bench(lab: Lab, size: int, queries: int = 50, seed: int = 0, top_k: int 
             len(filtered_search(conn, q, top_k=top_k, iterative=True)) for q in probes
         ),
     }
-    report = compare_hybrid_latency(lab, [q.query for q in load_queries()], repeats=5)
+    report = compare_hybrid_latency(lab, [q.query for q in read_queries(lab.corpus.queries)], repeats=5)
     result["hybrid_latency"] = {"python_ms": report.python_ms, "sql_ms": report.sql_ms,
                                 "sql_over_python": report.ratio, "runs": report.runs}
     return result

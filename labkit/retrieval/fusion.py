@@ -200,7 +200,7 @@ def search_hybrid_sql(
     text = embeddable(query)
     if not text.strip():  # no vector branch, and no words either: nothing to fuse
         return []
-    statement = sql.SQL(HYBRID_SQL).format(vector=vector_sql(lab_vector_table(lab)), lexical=lexical_sql())
+    statement = sql.SQL(HYBRID_SQL).format(vector=vector_sql(lab_vector_table(lab)), lexical=lexical_sql(corpus=lab.corpus))
     params = {
         "embedding": cached_query_embedding(lab, text),
         "words": query_words(query),

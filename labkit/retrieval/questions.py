@@ -1,9 +1,10 @@
-"""Document expansion at load time: the chat model writes search questions for each news item (issue 11).
+"""Document expansion at load time: the chat model writes search questions for each document (11_beyond_rrf).
 
 A short news text and a reader's query often share no word and sit far apart for a small
-embedder. ``ensure_expansion`` asks the lab's chat model, once per document, for
-``QUESTIONS`` short Russian queries the news answers, and keeps them in ``news_expansion``
-(table owned by ``labkit.retrieval.branches.expanded``, which also searches the expanded texts).
+embedder. ``ensure_expansion`` asks the lab's chat model, once per document of the lab's corpus,
+for ``QUESTIONS`` short Russian queries the document answers, and keeps them in the corpus'
+expansion table (``Corpus.derived("expansion")``, owned by ``labkit.retrieval.branches.expanded``,
+which also searches the expanded texts).
 
 Nothing is generated twice: a row is reused while its ``id``, ``body_md5`` and ``model``
 match; a changed body is regenerated for that document only; rows of deleted documents
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from psycopg import sql
 
 from labkit.models.chat import ask_model
-from labkit.retrieval.branches.expanded import EXPANSION_DDL, EXPANSION_TABLE, sync_expanded_vectors
+from labkit.retrieval.branches.expanded import expansion_ddl, sync_expanded_vectors
 from labkit.store.locks import EXPANSION_LOCK, advisory_lock
 
 if TYPE_CHECKING:
@@ -105,23 +106,25 @@ def ensure_expansion(
     `send` defaults to ``lab.models.chat`` (tests pass a counting wrapper). Idempotent: a second
     call makes no chat call and embeds nothing.
     """
-    conn, model = lab.conn, lab.chat_model
-    table = sql.Identifier(EXPANSION_TABLE)
+    conn, model, corpus = lab.conn, lab.chat_model, lab.corpus
+    table, documents = sql.Identifier(corpus.derived("expansion")), sql.Identifier(corpus.table)
+    text = sql.Identifier(corpus.text_column)
     chat = send if send is not None else lab.models.chat
     with advisory_lock(conn, EXPANSION_LOCK, wait_seconds):
-        for statement in EXPANSION_DDL:
+        for statement in expansion_ddl(corpus):
             conn.execute(statement)
         dropped = conn.execute(
-            sql.SQL("DELETE FROM {t} AS e WHERE NOT EXISTS (SELECT 1 FROM news AS n WHERE n.id = e.id)").format(t=table)
+            sql.SQL("DELETE FROM {t} AS e WHERE NOT EXISTS (SELECT 1 FROM {n} AS n WHERE n.id = e.id)").format(
+                t=table, n=documents)
         ).rowcount
         todo = conn.execute(
             sql.SQL(
-                "SELECT n.id, n.body, md5(n.body) FROM news AS n LEFT JOIN {t} AS e ON e.id = n.id "
-                "WHERE e.id IS NULL OR e.body_md5 <> md5(n.body) OR e.model <> %s ORDER BY n.id"
-            ).format(t=table),
+                "SELECT n.id, n.{x}, md5(n.{x}) FROM {n} AS n LEFT JOIN {t} AS e ON e.id = n.id "
+                "WHERE e.id IS NULL OR e.body_md5 <> md5(n.{x}) OR e.model <> %s ORDER BY n.id"
+            ).format(t=table, n=documents, x=text),
             (model,),
         ).fetchall()
-        total_row = conn.execute("SELECT count(*) FROM news").fetchone()
+        total_row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(documents)).fetchone()
         total = int(total_row[0]) if total_row else 0
         empty = 0
         start = time.perf_counter()

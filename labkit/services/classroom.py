@@ -7,7 +7,7 @@ and database on the one Postgres and returns the ``DATABASE_URL`` the server get
 the one model server everybody shares. The instructor's superuser password stays in the hub.
 
 A database per student, not a schema: everything in labkit and in the notebooks uses plain table
-names (``news``, ``vector_tables``, the agent's checkpoint tables), per-database extensions and
+names (the corpus' tables, the agent's checkpoint tables), per-database extensions and
 advisory locks keyed per database. With schemas, students would share those locks (one student's
 corpus load would make the whole class wait) and one search_path slip would read a neighbour's
 tables; with databases, ``REVOKE ALL ON DATABASE ... FROM PUBLIC`` keeps every other role out at

@@ -14,6 +14,8 @@ import httpx
 import psycopg
 
 from labkit.core.context import Lab
+from labkit.core.corpora import DEFAULT_CORPUS
+from labkit.core.corpus import Corpus
 from labkit.core.settings import CLIENT_HEADER, Settings, client_name
 from labkit.models.availability import check_models
 from labkit.services.stack import StackError, ensure_stack
@@ -43,8 +45,8 @@ def model_client(host: str | None, timeout: httpx.Timeout = MODEL_TIMEOUT, clien
     return ollama.Client(host=host, timeout=timeout, headers={CLIENT_HEADER: client or client_name()})
 
 
-def open_lab(settings: Settings, *, load: bool = True) -> Lab:
-    """A ``Lab`` on services that already run at `settings`; with `load`, the corpus is loaded too.
+def open_lab(settings: Settings, *, load: bool = True, corpus: Corpus = DEFAULT_CORPUS) -> Lab:
+    """A ``Lab`` on services that already run at `settings`, searching `corpus`; with `load`, it is loaded too.
 
     Taught in 01_corpus. Starts nothing: use ``setup()`` to start the embedded stack when needed.
     Every configured model is checked first (``ModelMissing`` names the ``ollama pull`` to run).
@@ -52,7 +54,7 @@ def open_lab(settings: Settings, *, load: bool = True) -> Lab:
     check_models(model_client(settings.ollama_host, PROBE_TIMEOUT), settings)
     models = model_client(settings.ollama_host)
     conn = connect(settings)
-    lab = Lab(settings, conn, models)
+    lab = Lab(settings, conn, models, corpus)
     if load:
         try:
             ensure_corpus(lab)
@@ -72,13 +74,13 @@ def open_lab(settings: Settings, *, load: bool = True) -> Lab:
     return lab
 
 
-def setup(*, start: bool = True, load: bool = True, quiet: bool = False) -> Lab:
+def setup(*, start: bool = True, load: bool = True, quiet: bool = False, corpus: Corpus = DEFAULT_CORPUS) -> Lab:
     """The lab context for a notebook or a command: services found (or started), corpus loaded. Taught in 01_corpus.
 
     ``start=False`` only checks the services and raises ``StackError`` when one is down;
-    ``quiet=True`` prints no summary line.
+    ``quiet=True`` prints no summary line; `corpus` is the corpus the lab searches (default: the news).
     """
-    lab = open_lab(ensure_stack(start=start), load=load)
+    lab = open_lab(ensure_stack(start=start), load=load, corpus=corpus)
     if not quiet:
         print(describe(lab))
     return lab
@@ -89,10 +91,11 @@ def describe(lab: Lab) -> str:
     info = lab.conn.info
     line = (f"Стенд: база {info.host}:{info.port}/{info.dbname}, сервер моделей {lab.settings.ollama_host}, "
             f"эмбеддинги {lab.embed_model}, чат {lab.chat_model}.")
-    if lab.corpus is not None:
-        line += (f"\nКорпус: {lab.corpus.documents} документов, векторы {lab.corpus.dim}-d в {lab.corpus.table}; "
-                 f"новых эмбеддингов при загрузке: {lab.corpus.embedded_texts}.")
-        if lab.corpus.kept:
-            line += (f"\nСтроки news с id {', '.join(map(str, lab.corpus.kept))} изменены не загрузчиком и оставлены "
-                     "как есть; вернуть текст корпуса: lk.ensure_corpus(lab, restore=True).")
+    loaded = lab.loaded
+    if loaded is not None:
+        line += (f"\nКорпус: {loaded.documents} документов, векторы {loaded.dim}-d в {loaded.table}; "
+                 f"новых эмбеддингов при загрузке: {loaded.embedded_texts}.")
+        if loaded.kept:
+            line += (f"\nСтроки {lab.corpus.table} с id {', '.join(map(str, loaded.kept))} изменены не загрузчиком и "
+                     "оставлены как есть; вернуть текст корпуса: lk.ensure_corpus(lab, restore=True).")
     return line

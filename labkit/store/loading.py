@@ -1,19 +1,20 @@
 """The idempotent corpus load: documents, their vectors, students' rows kept (taught in 01_corpus).
 
-Layout: ``news`` holds the documents and their generated ``tsv``; each embedding
-model gets its own vector table (``news_vec_<model slug>``, listed in
-``vector_tables``), so switching models needs no DROP and keeps the other model's
-vectors; ``embedding_cache`` keeps every embedding ever computed. The whole load runs
-under one advisory lock, so notebooks loading at the same time do not collide; a
-session waits for it at most ``LOCK_WAIT_SECONDS`` and then learns who holds it.
+Layout, named after the corpus (``labkit.core.corpus.Corpus``; for the news corpus the table
+``news``): the documents table holds the documents and their generated ``tsv``; each embedding
+model gets its own vector table (``<table>_vec_<model slug>``, listed in the corpus' registry),
+so switching models needs no DROP and keeps the other model's vectors; ``embedding_cache``
+keeps every embedding ever computed. The whole load runs under one advisory lock, so notebooks
+loading at the same time do not collide; a session waits for it at most ``LOCK_WAIT_SECONDS``
+and then learns who holds it.
 
-``news`` is shared with the student: the loader owns only the rows it wrote, listed in
-``lab_corpus_rows`` with the md5 of the row as written. A row someone else inserted is
-never changed or deleted; a loader row someone edited is kept and reported
-(``LoadReport.kept``) until ``ensure_corpus(lab, restore=True)``; a loader row whose
-document left the corpus file is deleted (with its vectors: the vector tables reference
-``news`` ON DELETE CASCADE). The file is validated before the database is touched, and
-all row changes are written in one transaction.
+The documents table is shared with the student: the loader owns only the rows it wrote, listed
+(``Corpus.derived("rows")``, for news ``lab_corpus_rows``) with the md5 of the row as written. A
+row someone else inserted is never changed or deleted; a loader row someone edited is kept and
+reported (``LoadReport.kept``) until ``ensure_corpus(lab, restore=True)``; a loader row whose
+document left the corpus file is deleted (with its vectors: the vector tables reference the
+documents ON DELETE CASCADE). The file is validated before the database is touched, and all row
+changes are written in one transaction.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import psycopg
 from psycopg import sql
 
 from labkit.core.context import LoadReport
-from labkit.core.corpus import Doc, load_corpus
+from labkit.core.corpus import Corpus, Document
 from labkit.store.embedcache import EMBEDDING_STATS, cached_embeddings
 from labkit.store.locks import LOAD_LOCK, LOCK_WAIT_SECONDS, advisory_lock
-from labkit.store.schema import OWNERSHIP_DDL, ROW_MD5, SCHEMA_DDL
+from labkit.store.schema import ownership_ddl, row_md5, schema_ddl
 from labkit.store.vectors import never_analyzed, register_vector_table
 
 if TYPE_CHECKING:
@@ -37,45 +38,62 @@ if TYPE_CHECKING:
 
 __all__ = ["LoadReport", "ensure_corpus"]
 
-def _doc_arrays(docs: Sequence[Doc]) -> dict[str, list[Any]]:
-    """The documents as column arrays, for ``unnest(%(ids)s::integer[], ...) AS d(doc_id, ...)``."""
-    return {"ids": [d.id for d in docs], "bodies": [d.text for d in docs], "companies": [d.company for d in docs],
-            "tones": [d.tone for d in docs], "topics": [d.topic for d in docs]}
 
+class _Statements:
+    """The loader's SQL for one corpus: its tables and columns as identifiers, the documents as ``unnest`` arrays."""
 
-_DOCS = ("unnest(%(ids)s::integer[], %(bodies)s::text[], %(companies)s::text[], %(tones)s::text[], "
-         "%(topics)s::text[]) AS d(doc_id, doc_body, doc_company, doc_tone, doc_topic)")
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+        self.table = sql.Identifier(corpus.table)
+        self.rows = sql.Identifier(corpus.derived("rows"))
+        self.content = corpus.columns[1:]  # the text column, then the fields
+        types = ["integer", "text", *(f.sql_type for f in corpus.fields)]
+        self.arrays = [sql.SQL("{}::{}[]").format(sql.Placeholder(f"col_{c}"), sql.SQL(t))
+                       for c, t in zip(corpus.columns, types)]
+        self.aliases = [sql.Identifier(f"doc_{c}") for c in corpus.columns]
+        # unnest(%(col_id)s::integer[], %(col_body)s::text[], ...) AS d(doc_id, doc_body, ...)
+        self.docs = sql.SQL("unnest({}) AS d({})").format(sql.SQL(", ").join(self.arrays), sql.SQL(", ").join(self.aliases))
+        self.md5 = row_md5(corpus)
+
+    def arrays_of(self, docs: Sequence[Document]) -> dict[str, list[Any]]:
+        """The documents as column arrays, for ``self.docs``."""
+        rows = [tuple(doc) for doc in docs]
+        return {f"col_{c}": [row[i] for row in rows] for i, c in enumerate(self.corpus.columns)}
+
+    def columns(self, names: Sequence[str]) -> sql.Composed:
+        return sql.SQL(", ").join(sql.Identifier(name) for name in names)
 
 
 def _sync_documents(
-    conn: psycopg.Connection[Any], docs: Sequence[Doc], restore: bool
+    conn: psycopg.Connection[Any], corpus: Corpus, docs: Sequence[Document], restore: bool
 ) -> tuple[list[int], int, tuple[int, ...]]:
-    """Bring the loader's rows of ``news`` in line with `docs`; run inside the caller's transaction.
+    """Bring the loader's rows of the documents table in line with `docs`; run inside the caller's transaction.
 
     Returns the ids whose row now holds its corpus document, the number of rows inserted, updated
     or deleted, and the ids left as someone else made them (see the module docstring).
     """
+    q = _Statements(corpus)
     corpus_ids = {doc.id for doc in docs}
-    legacy = conn.execute("SELECT to_regclass('lab_corpus_rows') IS NULL").fetchone()
-    conn.execute(OWNERSHIP_DDL)
-    if legacy and legacy[0]:  # the loader before lab_corpus_rows owned exactly the corpus ids
-        conn.execute(f"INSERT INTO lab_corpus_rows (id, row_md5) SELECT id, {ROW_MD5} FROM news WHERE id = ANY(%s)",
-                     (sorted(corpus_ids),))
-    owned: dict[int, str] = dict(conn.execute("SELECT id, row_md5 FROM lab_corpus_rows").fetchall())
+    legacy = conn.execute("SELECT to_regclass(%s) IS NULL", (corpus.derived("rows"),)).fetchone()
+    conn.execute(ownership_ddl(corpus))
+    if legacy and legacy[0]:  # the loader before the ownership table owned exactly the corpus ids
+        conn.execute(sql.SQL("INSERT INTO {rows} (id, row_md5) SELECT id, {md5} FROM {table} WHERE id = ANY(%s)").format(
+            rows=q.rows, md5=q.md5, table=q.table), (sorted(corpus_ids),))
+    owned: dict[int, str] = dict(conn.execute(sql.SQL("SELECT id, row_md5 FROM {}").format(q.rows)).fetchall())
     current = {
         row[0]: (row[1], tuple(row[2:]))
-        for row in conn.execute(f"SELECT id, {ROW_MD5}, body, company, tone, topic FROM news WHERE id = ANY(%s)",
-                                (sorted(corpus_ids | set(owned)),))
+        for row in conn.execute(sql.SQL("SELECT id, {md5}, {content} FROM {table} WHERE id = ANY(%s)").format(
+            md5=q.md5, content=q.columns(q.content), table=q.table), (sorted(corpus_ids | set(owned)),))
     }
-    inserts: list[Doc] = []
-    updates: list[tuple[Doc, str]] = []  # (document, md5 of the row it replaces)
+    inserts: list[Document] = []
+    updates: list[tuple[Document, str]] = []  # (document, md5 of the row it replaces)
     loaded: list[int] = []
     kept: list[int] = []
     for doc in docs:
         row = current.get(doc.id)
         if row is None:
             inserts.append(doc)
-        elif row[1] == (doc.text, doc.company, doc.tone, doc.topic):
+        elif row[1] == tuple(doc)[1:]:
             loaded.append(doc.id)  # already the document (whoever wrote it)
         elif doc.id in owned and (row[0] == owned[doc.id] or restore):
             updates.append((doc, row[0]))  # ours and unedited (the file changed), or a restore was asked for
@@ -88,47 +106,53 @@ def _sync_documents(
     changed = 0
     if inserts:  # DO NOTHING: a row someone inserted meanwhile stays theirs
         done = {r[0] for r in conn.execute(
-            f"INSERT INTO news (id, body, company, tone, topic) SELECT * FROM {_DOCS} "
-            "ON CONFLICT (id) DO NOTHING RETURNING id", _doc_arrays(inserts)).fetchall()}
+            sql.SQL("INSERT INTO {table} ({columns}) SELECT * FROM {docs} ON CONFLICT (id) DO NOTHING RETURNING id").format(
+                table=q.table, columns=q.columns(corpus.columns), docs=q.docs), q.arrays_of(inserts)).fetchall()}
         loaded += [d.id for d in inserts if d.id in done]
         kept += [d.id for d in inserts if d.id not in done]
         changed += len(done)
     if updates:  # only rows still as they were read: an edit made meanwhile is kept
-        params = {**_doc_arrays([d for d, _ in updates]), "seen": [md5 for _, md5 in updates]}
+        params = {**q.arrays_of([d for d, _ in updates]), "seen": [md5 for _, md5 in updates]}
+        assignments = sql.SQL(", ").join(sql.SQL("{} = {}").format(sql.Identifier(c), sql.Identifier(f"doc_{c}"))
+                                         for c in q.content)
         done = {r[0] for r in conn.execute(
-            f"""
-            UPDATE news SET body = doc_body, company = doc_company, tone = doc_tone, topic = doc_topic
-              FROM unnest(%(ids)s::integer[], %(bodies)s::text[], %(companies)s::text[], %(tones)s::text[],
-                          %(topics)s::text[], %(seen)s::text[])
-                   AS d(doc_id, doc_body, doc_company, doc_tone, doc_topic, seen)
-             WHERE news.id = doc_id AND {ROW_MD5} = seen
-            RETURNING news.id
-            """, params).fetchall()}
+            sql.SQL(
+                """
+                UPDATE {table} SET {assignments}
+                  FROM unnest({arrays}, %(seen)s::text[]) AS d({aliases}, seen)
+                 WHERE {table}.id = doc_id AND {md5} = seen
+                RETURNING {table}.id
+                """
+            ).format(table=q.table, assignments=assignments, arrays=sql.SQL(", ").join(q.arrays),
+                     aliases=sql.SQL(", ").join(q.aliases), md5=q.md5), params).fetchall()}
         loaded += [d.id for d, _ in updates if d.id in done]
         kept += [d.id for d, _ in updates if d.id not in done]
         changed += len(done)
     if stale:
         changed += conn.execute(
-            f"DELETE FROM news WHERE id = ANY(%s) AND {ROW_MD5} = ANY(%s)",
+            sql.SQL("DELETE FROM {table} WHERE id = ANY(%s) AND {md5} = ANY(%s)").format(table=q.table, md5=q.md5),
             (stale, [owned[i] for i in stale]),
         ).rowcount
-    conn.execute("DELETE FROM lab_corpus_rows WHERE id = ANY(%s)", (gone,))
+    conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(q.rows), (gone,))
     ours = [doc for doc in docs if doc.id in set(loaded)]
     if ours:
         conn.execute(
-            f"""
-            INSERT INTO lab_corpus_rows (id, row_md5)
-            SELECT doc_id, md5(row(doc_body, doc_company, doc_tone, doc_topic)::text) FROM {_DOCS}
-            ON CONFLICT (id) DO UPDATE SET row_md5 = EXCLUDED.row_md5
-             WHERE lab_corpus_rows.row_md5 IS DISTINCT FROM EXCLUDED.row_md5
-            """,
-            _doc_arrays(ours),
+            sql.SQL(
+                """
+                INSERT INTO {rows} (id, row_md5)
+                SELECT doc_id, {md5} FROM {docs}
+                ON CONFLICT (id) DO UPDATE SET row_md5 = EXCLUDED.row_md5
+                 WHERE {rows}.row_md5 IS DISTINCT FROM EXCLUDED.row_md5
+                """
+            ).format(rows=q.rows, md5=row_md5(corpus, prefix="doc_"), docs=q.docs),
+            q.arrays_of(ours),
         )
     return sorted(loaded), changed, tuple(sorted(set(kept)))
 
 
 def ensure_corpus(
     lab: Lab,
+    corpus: Corpus | None = None,
     *,
     path: str | Path | None = None,
     restore: bool = False,
@@ -136,23 +160,24 @@ def ensure_corpus(
 ) -> LoadReport:
     """Create the schema, load the corpus and its vectors for the lab's embedding model. Taught in 01_corpus.
 
-    Idempotent: a second call changes no rows and makes 0 embedding calls. Rows the loader
-    did not write are never changed; a corpus row someone edited is kept and listed in
-    ``kept`` unless `restore` is true. `path` is another corpus file (default
-    ``labkit/data/corpus.jsonl``); it is validated completely before the database is touched
-    (``DataError`` naming file:line). The report is also kept as ``lab.corpus``.
+    `corpus` defaults to the lab's (``lab.corpus``). Idempotent: a second call changes no rows and
+    makes 0 embedding calls. Rows the loader did not write are never changed; a corpus row someone
+    edited is kept and listed in ``kept`` unless `restore` is true. `path` is another file of the
+    corpus (default: its own, ``corpus.source``); it is validated completely before the database is
+    touched (``DataError`` naming file:line). A load of the lab's corpus is also kept as ``lab.loaded``.
     """
-    docs = load_corpus(path)
+    corpus = corpus if corpus is not None else lab.corpus
+    docs = corpus.documents(path)
     conn = lab.conn
     with advisory_lock(conn, LOAD_LOCK, wait_seconds):
         calls_before, texts_before = EMBEDDING_STATS.calls, EMBEDDING_STATS.texts
-        for statement in SCHEMA_DDL:
+        for statement in schema_ddl(corpus):
             conn.execute(statement)
         vectors = dict(zip((doc.id for doc in docs), cached_embeddings(lab, [doc.text for doc in docs], "passage")))
         dim = int(next(iter(vectors.values())).shape[0])
         with conn.transaction():  # every row change below, or none
-            loaded, changed_docs, kept = _sync_documents(conn, docs, restore)
-            table = register_vector_table(conn, lab.embed_model, dim)
+            loaded, changed_docs, kept = _sync_documents(conn, corpus, docs, restore)
+            table = register_vector_table(conn, lab.embed_model, dim, corpus)
             with conn.cursor() as cur:
                 cur.executemany(
                     sql.SQL(
@@ -165,11 +190,11 @@ def ensure_corpus(
                     [(doc_id, vectors[doc_id]) for doc_id in loaded],  # a kept row keeps its vector too
                 )
                 changed_vectors = max(cur.rowcount, 0)
-        for name in ("news", table):  # fresh statistics: on 30 rows the planner then prefers a Seq Scan
+        for name in (corpus.table, table):  # fresh statistics: on 30 rows the planner then prefers a Seq Scan
             if changed_docs or changed_vectors or never_analyzed(conn, name):
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
         calls, texts_embedded = EMBEDDING_STATS.calls - calls_before, EMBEDDING_STATS.texts - texts_before
-    lab.corpus = LoadReport(
+    report = LoadReport(
         model=lab.embed_model,
         table=table,
         dim=dim,
@@ -179,6 +204,8 @@ def ensure_corpus(
         embedding_calls=calls,
         embedded_texts=texts_embedded,
         kept=kept,
+        corpus=corpus.name,
     )
-    return lab.corpus
-
+    if corpus is lab.corpus:
+        lab.loaded = report
+    return report

@@ -1,55 +1,66 @@
-"""The corpus schema: the documents table with its generated ``tsv``, the vector-table registry, row ownership.
+"""A corpus' schema: its documents table with the generated ``tsv``, its vector-table registry, row ownership.
 
-Taught in 01_corpus. Every statement is idempotent (``IF NOT EXISTS``).
+Taught in 01_corpus. Every statement is idempotent (``IF NOT EXISTS``) and built from the corpus
+description (``labkit.core.corpus.Corpus``): table and column names only as identifiers.
 """
 
 from __future__ import annotations
 
 from psycopg import sql
 
-from labkit.core.corpus import TS_CONFIG
+from labkit.core.corpus import ID_COLUMN, Corpus
 from labkit.store.embedcache import CACHE_DDL
 
-__all__ = ["SCHEMA_DDL", "OWNERSHIP_DDL", "ROW_MD5"]
+__all__ = ["schema_ddl", "ownership_ddl", "row_md5"]
 
 
-SCHEMA_DDL: list[sql.SQL | sql.Composed] = [
-    sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),
-    sql.SQL(
+def _column(name: str, sql_type: str, required: bool) -> sql.Composed:
+    null = " NOT NULL" if required else ""
+    return sql.SQL("{name} {type}{null}").format(name=sql.Identifier(name), type=sql.SQL(sql_type), null=sql.SQL(null))
+
+
+def schema_ddl(corpus: Corpus) -> list[sql.SQL | sql.Composed]:
+    """The statements that create the corpus' documents table, its full-text index and its vector-table registry."""
+    columns = [
+        sql.SQL("{} integer PRIMARY KEY").format(sql.Identifier(ID_COLUMN)),
+        _column(corpus.text_column, "text", True),
+        *(_column(f.name, f.sql_type, f.required) for f in corpus.fields),  # sql_type is one of SQL_TYPES
+        sql.SQL("tsv tsvector GENERATED ALWAYS AS (to_tsvector({config}, {text})) STORED").format(
+            config=sql.Literal(corpus.ts_config), text=sql.Identifier(corpus.text_column)),
+    ]
+    table = sql.Identifier(corpus.table)
+    return [
+        sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),
+        sql.SQL("CREATE TABLE IF NOT EXISTS {table} ({columns})").format(table=table, columns=sql.SQL(", ").join(columns)),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {index} ON {table} USING gin (tsv)").format(
+            index=sql.Identifier(corpus.derived("tsv_gin")), table=table),
+        sql.SQL(
+            """
+            CREATE TABLE IF NOT EXISTS {registry} (
+                model      text PRIMARY KEY,
+                table_name text NOT NULL UNIQUE,
+                dim        integer NOT NULL
+            )
+            """
+        ).format(registry=sql.Identifier(corpus.derived("vector_tables"))),
+        sql.SQL(CACHE_DDL),
+    ]
+
+
+def ownership_ddl(corpus: Corpus) -> sql.Composed:
+    """Which rows of the documents table the loader wrote, and the md5 of each as written (made in the load's transaction)."""
+    return sql.SQL(
         """
-        CREATE TABLE IF NOT EXISTS news (
+        CREATE TABLE IF NOT EXISTS {rows} (
             id      integer PRIMARY KEY,
-            body    text NOT NULL,
-            company text,
-            tone    text NOT NULL,
-            topic   text NOT NULL,
-            tsv     tsvector GENERATED ALWAYS AS (to_tsvector({config}, body)) STORED
+            row_md5 text NOT NULL
         )
         """
-    ).format(config=sql.Literal(TS_CONFIG)),
-    sql.SQL("CREATE INDEX IF NOT EXISTS news_tsv_gin ON news USING gin (tsv)"),
-    sql.SQL(
-        """
-        CREATE TABLE IF NOT EXISTS vector_tables (
-            model      text PRIMARY KEY,
-            table_name text NOT NULL UNIQUE,
-            dim        integer NOT NULL
-        )
-        """
-    ),
-    sql.SQL(CACHE_DDL),
-]
+    ).format(rows=sql.Identifier(corpus.derived("rows")))
 
 
-# Which rows of `news` the loader wrote, and the md5 of each as written (created in the load's transaction).
-OWNERSHIP_DDL = """
-CREATE TABLE IF NOT EXISTS lab_corpus_rows (
-    id      integer PRIMARY KEY,
-    row_md5 text NOT NULL
-)
-"""
-
-
-# The fingerprint of a news row's content; the same expression is stored and compared, so no encoding can differ.
-ROW_MD5 = "md5(row(body, company, tone, topic)::text)"
-
+def row_md5(corpus: Corpus, prefix: str = "") -> sql.Composed:
+    """The fingerprint of a document row's content, ``md5(row(<text>, <fields>)::text)``; the same expression is
+    stored and compared, so no encoding can differ. `prefix` names the columns of an ``unnest`` (``doc_``)."""
+    columns = sql.SQL(", ").join(sql.Identifier(prefix + name) for name in corpus.columns[1:])
+    return sql.SQL("md5(row({})::text)").format(columns)

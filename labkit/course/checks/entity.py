@@ -19,10 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import sql
+
 from labkit.agent.entity_tool import ENTITY_LIMIT, search_by_entity
 from labkit.agent.tools import tool_schema
 from labkit.core.context import Lab
-from labkit.core.corpus import COMPANIES, TONES
+from labkit.core.corpora.news import COMPANIES, TONES
 from labkit.core.text import shorten
 from labkit.course.checks.cases import Answers, Case, Exercise
 from labkit.course.checks.common import (
@@ -227,8 +229,11 @@ def _description_problems(answers: Answers, context: EntityContext) -> list[str]
     return _schema_problems(answers, context) + _docstring_problems(answers, context)
 
 
-def _sql_texts(source: str) -> tuple[str, bool] | None:
-    """(the SQL text written in the function, whether it is built by formatting) or None when it cannot be parsed."""
+def _sql_texts(source: str, table: str) -> tuple[str, bool] | None:
+    """(the SQL text written in the function, whether it is built by formatting) or None when it cannot be parsed.
+
+    `table` is the documents table the exercise's SQL reads.
+    """
     try:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError):
@@ -239,7 +244,7 @@ def _sql_texts(source: str) -> tuple[str, bool] | None:
     docstring = ast.get_docstring(body, clean=False)
 
     def sql_like(text: str) -> bool:
-        return any(word in text.casefold() for word in ("select", "where", "from news"))
+        return any(word in text.casefold() for word in ("select", "where", f"from {table}"))
 
     texts: list[str] = []
     formatted = False
@@ -260,9 +265,9 @@ def _sql_texts(source: str) -> tuple[str, bool] | None:
     return " ".join(texts), formatted
 
 
-def _source_hints(answer: Mapping[str, Any]) -> list[str]:
+def _source_hints(answer: Mapping[str, Any], lab: Lab) -> list[str]:
     """Hints from the SQL as written (empty when the source cannot be parsed)."""
-    found = _sql_texts(answer["source"]) if answer.get("source") else None
+    found = _sql_texts(answer["source"], lab.corpus.table) if answer.get("source") else None
     if found is None:
         return []
     sql, formatted = found
@@ -275,7 +280,7 @@ def _source_hints(answer: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _sql_problems(answers: Answers, _context: EntityContext) -> list[str]:
+def _sql_problems(answers: Answers, context: EntityContext) -> list[str]:
     """The SQL as written (parameters, not string formatting; ORDER BY id; LIMIT), and it runs."""
     answer, problems = _function(answers)
     if answer is None:
@@ -283,11 +288,11 @@ def _sql_problems(answers: Answers, _context: EntityContext) -> list[str]:
     if not answer.get("source"):
         return ["не удалось прочитать исходный код search_by_entity: определите её обычной функцией (def) "
                 "в ячейке ноутбука"]
-    if hints := _source_hints(answer):
+    if hints := _source_hints(answer, context.lab):
         return hints
     if not any("ids" in got for got in answer["fixed"]):
         return ["запрос ещё не работает: search_by_entity не вернула строк ни на одном примере (допишите "
-                "SELECT ... FROM news WHERE ... ORDER BY id LIMIT с параметрами)"]
+                f"SELECT ... FROM {context.lab.corpus.table} WHERE ... ORDER BY id LIMIT с параметрами)"]
     return []
 
 
@@ -298,8 +303,8 @@ def _row_ids(rows: Any) -> list[int]:
 def _matching_ids(lab: Any, case: Mapping[str, str | None]) -> set[int]:
     """Every id the filter of `case` should match, with no limit (to tell a wrong filter from a wrong limit)."""
     rows = lab.conn.execute(
-        "SELECT id FROM news WHERE (%(company)s::text IS NULL OR company = %(company)s) "
-        "AND (%(tone)s::text IS NULL OR tone = %(tone)s)",
+        sql.SQL("SELECT id FROM {} WHERE (%(company)s::text IS NULL OR company = %(company)s) "
+                "AND (%(tone)s::text IS NULL OR tone = %(tone)s)").format(sql.Identifier(lab.corpus.table)),
         dict(case),
     ).fetchall()
     return {int(r[0]) for r in rows}
@@ -326,7 +331,7 @@ def _case_hint(case: Mapping[str, str | None], got: list[int], want: list[int], 
 def _rows_mismatches(answer: Mapping[str, Any], cases: Sequence[Mapping[str, str | None]], got_rows: Sequence[Any],
                      lab: Lab) -> list[str]:
     """At most one failure or wrong shape, every explained mismatch; a hint the SQL already earned is not repeated."""
-    said = _source_hints(answer)
+    said = _source_hints(answer, lab)
     problems: list[str] = []
     if len(got_rows) < len(cases) and not (got_rows and "error" in got_rows[-1]):
         return ["ответов меньше, чем примеров: проверка не дождалась функции"]

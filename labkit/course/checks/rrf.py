@@ -21,7 +21,9 @@ from typing import Any
 import pandas as pd
 
 from labkit.core.context import Lab
-from labkit.core.corpus import HELDOUT_PATH, LabelledQuery, load_queries
+from labkit.core.corpora import load_queries
+from labkit.core.corpora.news import HELDOUT_PATH
+from labkit.core.corpus import LabelledQuery
 from labkit.core.ranking import ids
 from labkit.course.checks.cases import Answers, Case, Exercise
 from labkit.course.checks.common import (

@@ -3,7 +3,7 @@
 Every student notebook runs on its own database, made with ``CREATE DATABASE ... TEMPLATE``
 from the run's template and owned by a login role made for that student: no superuser, a
 connection limit, statement and temp-file limits, CONNECT revoked from everyone else. So a
-notebook that drops ``news`` or deletes rows changes only its own copy, and it cannot drop
+notebook that drops the corpus' table or deletes rows changes only its own copy, and it cannot drop
 another database, alter the server's roles or read server files. Everything the run made
 is dropped at its end (``drop_all``), whatever happened in between.
 """

@@ -25,7 +25,8 @@ from typing import Any
 import nbformat
 
 from labkit.core.context import Lab
-from labkit.core.corpus import HELDOUT_PATH, load_queries
+from labkit.core.corpora import load_queries
+from labkit.core.corpora.news import HELDOUT_PATH
 from labkit.core.errors import LabError
 from labkit.core.settings import Settings
 from labkit.course.checks.answers import read_answers

@@ -29,14 +29,17 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
+from labkit.core.corpora import DEFAULT_CORPUS
+from labkit.core.corpus import Corpus
 from labkit.core.ranking import Hit, from_scores
-from labkit.retrieval.branches.lexical import TS_CONFIG, query_words
+from labkit.retrieval.branches.lexical import query_words
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
 __all__ = [
     "BM25_SQL",
+    "bm25_sql",
     "DEFAULT_K1",
     "DEFAULT_B",
     "query_lexemes",
@@ -48,18 +51,19 @@ __all__ = [
 DEFAULT_K1 = 1.2
 DEFAULT_B = 0.75
 
-# One statement: query lexemes, postings, document lengths, corpus statistics, scores.
+# One statement: query lexemes, postings, document lengths, corpus statistics, scores; {table} is the
+# corpus' documents table and {config} its text-search configuration (bm25_sql fills them in).
 BM25_SQL = """
 WITH query_terms AS (
     SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(words)s))
 ),
 postings AS (
     SELECT n.id, t.lexeme, cardinality(t.positions)::float8 AS tf
-    FROM news AS n CROSS JOIN LATERAL unnest(n.tsv) AS t
+    FROM {table} AS n CROSS JOIN LATERAL unnest(n.tsv) AS t
 ),
 doc_len AS (
     SELECT n.id, coalesce(sum(p.tf), 0)::float8 AS dl
-    FROM news AS n LEFT JOIN postings AS p ON p.id = n.id
+    FROM {table} AS n LEFT JOIN postings AS p ON p.id = n.id
     GROUP BY n.id
 ),
 corpus AS (
@@ -83,10 +87,12 @@ GROUP BY p.id
 ORDER BY score DESC, p.id
 LIMIT %(limit)s
 """
-_BM25 = sql.SQL(BM25_SQL).format(config=sql.Literal(TS_CONFIG))
-_LEXEMES = sql.SQL("SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(words)s)) ORDER BY lexeme").format(
-    config=sql.Literal(TS_CONFIG)
-)
+_LEXEMES = "SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(words)s)) ORDER BY lexeme"
+
+
+def bm25_sql(corpus: Corpus) -> sql.Composed:
+    """BM25_SQL over `corpus`: its documents table and text-search configuration. Taught in 10_bm25."""
+    return sql.SQL(BM25_SQL).format(table=sql.Identifier(corpus.table), config=sql.Literal(corpus.ts_config))
 
 
 def _check_parameters(top_k: int, k1: float, b: float) -> None:
@@ -99,21 +105,23 @@ def _check_parameters(top_k: int, k1: float, b: float) -> None:
         raise ValueError(f"b must lie in [0, 1], got {b}")
 
 
-def query_lexemes(conn: psycopg.Connection[Any], query: str) -> list[str]:
-    """The distinct lexemes of a query (TS_CONFIG stemming), as BM25 sees them. Taught in 10_bm25."""
+def query_lexemes(conn: psycopg.Connection[Any], query: str, corpus: Corpus = DEFAULT_CORPUS) -> list[str]:
+    """The distinct lexemes of a query (the corpus' stemming), as BM25 sees them. Taught in 10_bm25."""
     words = " ".join(query_words(query))
     if not words:
         return []
-    rows = conn.execute(_LEXEMES, {"words": words}).fetchall()
+    statement = sql.SQL(_LEXEMES).format(config=sql.Literal(corpus.ts_config))
+    rows = conn.execute(statement, {"words": words}).fetchall()
     return [row[0] for row in rows]
 
 
-def fetch_postings(conn: psycopg.Connection[Any]) -> dict[int, dict[str, int]]:
+def fetch_postings(conn: psycopg.Connection[Any], corpus: Corpus = DEFAULT_CORPUS) -> dict[int, dict[str, int]]:
     """Every document's lexemes with their term frequencies, read with unnest(tsv). Taught in 10_bm25."""
     postings: dict[int, dict[str, int]] = {}
     for doc_id, lexeme, tf in conn.execute(
-        "SELECT n.id, t.lexeme, cardinality(t.positions) "
-        "FROM news AS n LEFT JOIN LATERAL unnest(n.tsv) AS t ON true ORDER BY n.id"
+        sql.SQL("SELECT n.id, t.lexeme, cardinality(t.positions) "
+                "FROM {} AS n LEFT JOIN LATERAL unnest(n.tsv) AS t ON true ORDER BY n.id").format(
+            sql.Identifier(corpus.table))
     ):
         terms = postings.setdefault(doc_id, {})
         if lexeme is not None:
@@ -158,6 +166,6 @@ def search_bm25(
     words = " ".join(query_words(query))
     if not words:
         return []
-    rows = lab.conn.execute(_BM25, {"words": words, "k1": k1, "b": b, "limit": top_k}).fetchall()
+    rows = lab.conn.execute(bm25_sql(lab.corpus), {"words": words, "k1": k1, "b": b, "limit": top_k}).fetchall()
     return [Hit(doc_id, float(score)) for doc_id, score in rows]
 

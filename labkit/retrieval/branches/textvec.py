@@ -1,10 +1,10 @@
-"""Vector search over a text derived from each document, kept current in Postgres (issue 11).
+"""Vector search over a text derived from each document, kept current in Postgres (taught in 11_beyond_rrf).
 
 Two branches embed something other than the bare body: ``labkit.retrieval.branches.expanded`` (body plus the
 chat model's questions) and ``labkit.retrieval.branches.fielded`` (body plus the topic's description and the
-company). Both are a ``TextVectors``: a SQL query giving ``(id, text)`` per document, and a
-table with one embedding per (embedding model, document) and the md5 of the text it was
-made from.
+company). Both are a ``TextVectors``: a SQL query giving ``(id, text)`` per document of the
+corpus' documents table, and a table with one embedding per (embedding model, document) and
+the md5 of the text it was made from.
 
 ``sync`` is one cheap statement in the usual case (nothing stale, no orphan). Otherwise,
 under a transaction-level advisory lock, rows of deleted documents go and stale texts are
@@ -32,11 +32,12 @@ __all__ = ["TextVectors"]
 
 @dataclass(frozen=True)
 class TextVectors:
-    """Embeddings of a derived text per document: `text_sql` (``id, text``; named parameters) kept in `table`."""
+    """Embeddings of a derived text per document of `documents`: `text_sql` (``id, text``; named parameters) kept in `table`."""
 
     table: str
     text_sql: sql.Composable
-    lock: int  # advisory lock key of (re)embedding, from labkit.store.loading
+    lock: int  # advisory lock key of (re)embedding, from labkit.store.locks
+    documents: str  # the corpus' documents table: a vector whose document is gone is deleted
 
     def ddl(self) -> sql.Composed:
         """The table: one row per embedding model and document."""
@@ -79,8 +80,8 @@ class TextVectors:
             """
         ).format(texts=self.text_sql, v=table)
         orphans = sql.SQL(
-            "FROM {v} AS v WHERE v.model = %(embed_model)s AND NOT EXISTS (SELECT 1 FROM news AS n WHERE n.id = v.id)"
-        ).format(v=table)
+            "FROM {v} AS v WHERE v.model = %(embed_model)s AND NOT EXISTS (SELECT 1 FROM {n} AS n WHERE n.id = v.id)"
+        ).format(v=table, n=sql.Identifier(self.documents))
         conn = lab.conn
         if (not conn.execute(stale, params).fetchone()
                 and not conn.execute(sql.SQL("SELECT 1 ") + orphans, params).fetchone()):

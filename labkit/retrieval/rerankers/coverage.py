@@ -30,7 +30,6 @@ from psycopg import sql
 from labkit.core.ranking import Hit
 from labkit.retrieval.branches.bm25 import query_lexemes
 from labkit.retrieval.branches.fielded import fielded_text
-from labkit.retrieval.branches.lexical import TS_CONFIG
 from labkit.retrieval.rewriters.spelling import same_word
 
 if TYPE_CHECKING:
@@ -57,9 +56,9 @@ def covered_lexemes(lab: Lab, query: str, doc_ids: Sequence[int]) -> dict[int, l
     """For each document, the query's lexemes its fielded text holds (an inflection counts). Taught in 11_beyond_rrf."""
     if not doc_ids:
         return {}
-    lexemes = query_lexemes(lab.conn, query)
+    lexemes = query_lexemes(lab.conn, query, lab.corpus)
     texts, params = fielded_text(lab)
-    statement = sql.SQL(_LEXEMES_SQL).format(texts=texts, config=sql.Literal(TS_CONFIG))
+    statement = sql.SQL(_LEXEMES_SQL).format(texts=texts, config=sql.Literal(lab.corpus.ts_config))
     rows = lab.conn.execute(statement, {**params, "ids": list(doc_ids)}).fetchall()
     held = dict(rows)
     return {doc_id: [q for q in lexemes if _covers(held.get(doc_id, ()), q)] for doc_id in doc_ids}

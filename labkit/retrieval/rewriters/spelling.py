@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
+from psycopg import sql
+
 from labkit.core.ranking import Hit
 from labkit.retrieval.branches.lexical import query_words
 
@@ -42,13 +44,14 @@ _WORD = re.compile(r"\w+")
 _LATIN = re.compile(r"[a-z\[\];',.`]+")
 _LAYOUT = dict(zip("qwertyuiop[]asdfghjkl;'zxcvbnm,.`", "йцукенгшщзхъфывапролджэячсмитьбюё"))
 
+# {table}: the corpus' documents; {words}: its text || ' ' || coalesce(<lexicon field>, '') ...
 _LEXICON_SQL = """
 WITH words AS (
     SELECT DISTINCT lower(w) AS word
-    FROM news, regexp_split_to_table(body || ' ' || coalesce(company, ''), '[^[:alnum:]]+') AS w
+    FROM {table}, regexp_split_to_table({words}, '[^[:alnum:]]+') AS w
     WHERE w <> ''
 )
-SELECT word, coalesce(ts_lexize('russian_stem', word), '{}') FROM words
+SELECT word, coalesce(ts_lexize('russian_stem', word), '{{}}') FROM words
 """
 _STEMS_SQL = "SELECT w, ts_lexize('russian_stem', w) FROM unnest(%(words)s::text[]) AS w"
 
@@ -92,6 +95,14 @@ def from_latin_layout(word: str) -> str | None:
     return "".join(_LAYOUT[c] for c in lowered) if _LATIN.fullmatch(lowered) else None
 
 
+def _lexicon_sql(lab: Lab) -> sql.Composed:
+    """_LEXICON_SQL over the lab's corpus: the words of its text and of its lexicon fields (names)."""
+    corpus = lab.corpus
+    words = [sql.Identifier(corpus.text_column), *(sql.SQL("coalesce({}, '')").format(sql.Identifier(name))
+                                                   for name in corpus.lexicon)]
+    return sql.SQL(_LEXICON_SQL).format(table=sql.Identifier(corpus.table), words=sql.SQL(" || ' ' || ").join(words))
+
+
 def _stems(lab: Lab, words: list[str]) -> dict[str, list[str] | None]:
     """Each word's Russian stems ([] for a stop word, None for a word the stemmer does not take)."""
     with lab.conn.cursor() as cur:
@@ -105,7 +116,7 @@ def correct_query(lab: Lab, query: str) -> Correction:
     if not words:
         return Correction(query, query, ())
     with lab.conn.cursor() as cur:
-        cur.execute(_LEXICON_SQL)
+        cur.execute(_lexicon_sql(lab))
         lexicon = {word: stems for word, stems in cur.fetchall()}
     known_stems = {stem for stems in lexicon.values() for stem in stems}
     layouts = {w: alt for w in words if (alt := from_latin_layout(w)) is not None}
