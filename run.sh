@@ -3,7 +3,7 @@
 #   ./run.sh                 start the stack, then JupyterLab on 127.0.0.1 (opens notebooks/00_intro)
 #   ./run.sh test [ARGS]     start the stack, then pytest (ARGS go to pytest)
 #   ./run.sh up|down|status  manage the stack (python -m labkit ...)
-#   ./run.sh eval|eval-agent|ask|bench|grade|site  lab tools (python -m labkit ... --help)
+#   ./run.sh eval|eval-agent|ask|bench|grade|collect|site  lab tools (python -m labkit ... --help)
 #   ./run.sh --compose ...   use the Docker reference stack (compose.yaml) instead of the embedded one
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -197,7 +197,7 @@ print(port, secrets.token_hex(16))')
         [[ $# -eq 0 ]] && set -- "${up_args[@]+"${up_args[@]}"}"
         exec python -m labkit up "$@"
         ;;
-    down|status|eval|eval-agent|ask|bench|grade|site)
+    down|status|eval|eval-agent|ask|bench|grade|collect|site)
         exec python -m labkit "$command" "$@"
         ;;
     help|-h|--help)

@@ -6,7 +6,8 @@ Run as root from the repository, after `hub/install.sh` (hub/README.md):
 
 Students are local accounts in the group LABKIT_HUB_GROUP (default `students`) and log in with
 their system password (PAMAuthenticator). Each gets a Jupyter server of their own, started as
-that account by LocalProcessSpawner, with the course notebooks copied into their home once.
+that account by LocalProcessSpawner, with the course notebooks and solutions in their home, brought up to
+date at every start without touching what they changed (labkit.services.coursecopy).
 Before a server starts, `labkit.services.classroom` makes the student's Postgres role and database on
 the lab's one Postgres and puts that DATABASE_URL into the server's environment, beside the one
 model server everybody shares (OLLAMA_HOST): the superuser password stays in the hub.
@@ -68,12 +69,12 @@ c.Spawner.http_timeout = 120
 
 
 async def labkit_pre_spawn_hook(spawner):
-    """The student's own database and the shared model server into the environment; the notebooks into their home."""
+    """The student's own database and the shared model server into the environment; the course into their home."""
     user = spawner.user.name
     environment = await asyncio.to_thread(classroom.spawn_environment, user, LAB)
     # A new dict: the configured one may be shared by every spawner, and must never carry one student's URL.
     spawner.environment = {**spawner.environment, **environment}
-    await asyncio.to_thread(classroom.copy_course, user, REPO / "notebooks")
+    await asyncio.to_thread(classroom.sync_course, user, [REPO / "notebooks", REPO / "solutions"], STUDENT_PYTHON)
 
 
 c.Spawner.pre_spawn_hook = labkit_pre_spawn_hook

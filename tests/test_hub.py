@@ -342,6 +342,9 @@ def test_two_students_run_a_notebook_at_once_each_in_their_own_database(hub: Hub
         _until(lambda name=name: _server_ready(hub, name), START, f"the server of {name}", hub)
         copied = Path(pwd.getpwnam(name).pw_dir) / "notebooks"
         assert (copied / Path(NOTEBOOK).name).is_file() and copied.stat().st_uid == pwd.getpwnam(name).pw_uid
+        solutions = copied.parent / "solutions"  # 00_intro links to them
+        assert sorted(p.name for p in solutions.glob("*.ipynb")) == sorted(p.name for p in (ROOT / "solutions").glob("*.ipynb"))
+        assert (copied / ".labkit-delivered.json").stat().st_uid == pwd.getpwnam(name).pw_uid
 
     cells = _cells(ROOT / NOTEBOOK)
 

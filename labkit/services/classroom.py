@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -45,7 +46,7 @@ from labkit.store.connection import connection_options
 from labkit.store.locks import CLASSROOM_LOCK, advisory_lock
 
 __all__ = ["PREFIX", "CONNECTION_LIMIT", "SECRET_FILE", "student_name", "student_password", "provision",
-           "remove_student", "spawn_environment", "copy_course"]
+           "remove_student", "spawn_environment", "sync_course"]
 
 PREFIX = "lab_"  # of every student's role and database
 CONNECTION_LIMIT = 10  # a notebook holds one to three; more would take slots from the class
@@ -170,21 +171,25 @@ def spawn_environment(user: str, settings: Settings) -> dict[str, str]:
     }
 
 
-def copy_course(user: str, source: Path) -> Path:
-    """Copy the folder `source` (the course notebooks) into `user`'s home unless it is there already.
+def sync_course(user: str, sources: Sequence[Path], python: Path) -> list[Path]:
+    """Bring each course folder of `sources` (``notebooks/``, ``solutions/``) into `user`'s home, up to date.
 
-    The copy runs as that user (``cp -R``), so a link or file they put in the way can only ever
-    lead into places they may write themselves. Returns the folder in their home.
+    ``labkit.services.coursecopy`` does the work, run by `python` as that user: new notebooks are copied,
+    notebooks the student never changed follow the course, and a changed one is kept with the new version
+    beside it. A link or file a student puts in the way can only lead where they may write themselves.
+    Returns the folders in their home.
     """
     import pwd  # Unix only, like the hub
 
     entry = pwd.getpwnam(user)
-    target = Path(entry.pw_dir) / source.name
-    if os.path.lexists(target):
-        return target
     as_user: dict[str, Any] = {}
     if os.geteuid() != entry.pw_uid:
         as_user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-    subprocess.run(["cp", "-R", str(source), str(target)], check=True, timeout=120, cwd=entry.pw_dir,
-                   capture_output=True, env={"HOME": entry.pw_dir, "PATH": os.defpath}, **as_user)
-    return target
+    targets = []
+    for source in sources:
+        target = Path(entry.pw_dir) / source.name
+        subprocess.run([str(python), "-m", "labkit.services.coursecopy", str(source), str(target)], check=True,
+                       timeout=120, cwd=entry.pw_dir, capture_output=True,
+                       env={"HOME": entry.pw_dir, "PATH": os.defpath}, **as_user)
+        targets.append(target)
+    return targets
