@@ -185,7 +185,7 @@ class Runs:
 
 
 def selected_paths(request: pytest.FixtureRequest, fixture: str) -> set[Path]:
-    """The notebooks (parameter ``path``) of the selected tests that request `fixture`: one test per notebook."""
+    """The notebooks (parameter ``path``) of the selected tests that request `fixture`: started at the first request."""
     paths = set()
     for item in request.session.items:
         callspec = getattr(item, "callspec", None)

@@ -169,27 +169,28 @@ def test_entity_checker(lab_ro):
 
 # --- the notebooks themselves ----------------------------------------------------------------
 
-def _verdict(runs: Runs, folder: str, name: str) -> str:
+def _verdict(runs: Runs, path: Path) -> str:
     """The printed output of an exercise notebook's last code cell, from the session's executed copy."""
-    executed = runs.result(REPO / folder / name)
+    executed = runs.result(path)
     last = [cell for cell in executed.cells if cell.cell_type == "code"][-1]
     assert "check_" in last.source, "the last code cell is the checker"
     assert not [o for o in last.outputs if o.output_type == "error"], "the checker cell must not raise"
     return "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
 
 
-@pytest.mark.parametrize("name", EXERCISES)
+# parametrized by `path`: the session's runs start these notebooks at once, two at a time (nbrun.selected_paths)
+@pytest.mark.parametrize("path", [REPO / "solutions" / name for name in EXERCISES], ids=lambda path: path.name)
 @pytest.mark.services
 @pytest.mark.system
-def test_solution_passes_its_checker(executed_notebooks, name):
-    assert "Проверка пройдена" in _verdict(executed_notebooks, "solutions", name)
+def test_solution_passes_its_checker(executed_notebooks, path):
+    assert "Проверка пройдена" in _verdict(executed_notebooks, path)
 
 
-@pytest.mark.parametrize("name", EXERCISES)
+@pytest.mark.parametrize("path", [REPO / "notebooks" / name for name in EXERCISES], ids=lambda path: path.name)
 @pytest.mark.services
 @pytest.mark.system
-def test_unmodified_starter_is_rejected_with_advice(executed_notebooks, name):
-    verdict = _verdict(executed_notebooks, "notebooks", name)
+def test_unmodified_starter_is_rejected_with_advice(executed_notebooks, path):
+    verdict = _verdict(executed_notebooks, path)
     assert "Проверка не пройдена" in verdict and "TODO" in verdict
 
 
