@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One command for the hybrid-search RAG lab.
 #   ./run.sh                 start the stack, then JupyterLab on 127.0.0.1 (opens notebooks/00_intro)
-#   ./run.sh test [ARGS]     start the stack, then pytest (ARGS go to pytest)
+#   ./run.sh test [ARGS]     lint, start the stack, then every test tier (ARGS go to pytest); the CI entry
+#   ./run.sh test --quick    lint and the unit tier only, no service started (under a minute)
+#   ./run.sh lint            ruff and mypy only
 #   ./run.sh up|down|status  manage the stack (python -m labkit ...)
 #   ./run.sh eval|eval-agent|ask|bench|grade|collect|site  lab tools (python -m labkit ... --help)
 #   ./run.sh --compose ...   use the Docker reference stack (compose.yaml) instead of the embedded one
@@ -12,7 +14,7 @@ say() { printf '[run.sh] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 usage() {
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # --- Python and the virtual environment ------------------------------------------------------
@@ -147,12 +149,24 @@ compose_up() {
 if [[ "${LAB_STACK:-embedded}" == "compose" ]]; then
     case "$command" in
         down) exec docker compose down ;;  # volumes (data, models) are kept
-        status|help|-h|--help) ;;
+        status|lint|help|-h|--help) ;;
+        test) [[ " $* " == *" --quick "* ]] || compose_up ;;  # the unit tier needs no service
         *) compose_up ;;
     esac
 fi
 
 stack_up() { python -m labkit up "${up_args[@]+"${up_args[@]}"}"; }
+
+lint() {  # ruff and mypy as configured in pyproject.toml; outside pytest, so a test run never waits for them
+    local failed=()
+    say "lint: ruff check labkit tests; mypy"
+    python -m ruff check --quiet labkit tests || failed+=(ruff)
+    python -m mypy || failed+=(mypy)
+    if [[ ${#failed[@]} -gt 0 ]]; then
+        say "FAILED: lint (${failed[*]}): fix what is listed above, then run ./run.sh lint again"
+        return 1
+    fi
+}
 
 # --- dispatch --------------------------------------------------------------------------------
 case "$command" in
@@ -179,14 +193,31 @@ print(port, secrets.token_hex(16))')
             --LabApp.default_url=/lab/tree/notebooks/00_intro.ipynb \
             "${root_flag[@]+"${root_flag[@]}"}"
         ;;
+    lint)
+        lint || exit 1
+        ;;
     test)
-        hub/install.sh  # JupyterHub and its proxy for tests/test_hub.py: installs only what is missing or changed
-        stack_up
+        # Tiers (tests/conftest.py, markers in pyproject.toml): unit (no marker), integration
+        # (`services`: the real Postgres and model server), system (`system`: notebooks, browser, hub, chaos).
+        quick=0
+        pytest_args=()
+        for arg in "$@"; do
+            if [[ "$arg" == "--quick" ]]; then quick=1; else pytest_args+=("$arg"); fi
+        done
+        set -- "${pytest_args[@]+"${pytest_args[@]}"}"
+        lint || exit 1  # before any service starts: a lint failure ends the run in seconds
         targets=(tests)  # unless the arguments name test files or folders themselves
         for arg in "$@"; do [[ "$arg" != -* && -e "${arg%%::*}" ]] && targets=(); done
         rc=0
-        # --durations: the slowest tests, for the 30-minute budget of a full run
-        python -m pytest -q --durations=25 "${targets[@]+"${targets[@]}"}" "$@" || rc=$?  # includes ruff and mypy (tests/test_quality.py)
+        if [[ $quick -eq 1 ]]; then
+            # the unit tier: nothing started, services refused (tests/conftest.py)
+            python -m pytest -q -m "not services and not system" "${targets[@]+"${targets[@]}"}" "$@" || rc=$?
+        else
+            hub/install.sh  # JupyterHub and its proxy for tests/test_hub.py: installs only what is missing or changed
+            stack_up
+            # every tier, unit first; --durations: the slowest tests, for the 25-minute budget of a full run
+            python -m pytest -q --durations=25 "${targets[@]+"${targets[@]}"}" "$@" || rc=$?
+        fi
         if [[ $rc -eq 5 ]]; then
             say "FAILED: pytest collected no tests (exit code 5)"
             exit 1

@@ -1,29 +1,67 @@
-"""Shared fixtures: the real embedded stack for tests marked ``services``; nothing for the rest.
+"""Shared fixtures and the three test tiers.
 
-A test that needs Postgres or the model server says so with ``@pytest.mark.services`` (or a
-module-level ``pytestmark``). Every other test runs with service discovery and connections
-blocked, so ``pytest -m "not services"`` proves which logic is testable without any service.
+Tiers, by marker (registered in pyproject.toml):
+
+* **unit**: neither marker. Runs with service discovery and connections blocked, so
+  ``pytest -m "not services and not system"`` (``./run.sh test --quick``) proves which logic is
+  testable without any service.
+* **integration**: ``@pytest.mark.services`` (or a module-level ``pytestmark``): needs the running
+  stack, real Postgres and the model server. ``-m "services and not system"``.
+* **system**: ``@pytest.mark.system``: executes notebooks, drives a browser or JupyterHub, or kills
+  services (chaos). ``-m system``; most are marked ``services`` too.
+
+Tests run tier by tier (unit, then integration, then system), so a quick failure shows first;
+nothing depends on that order. The end of a run prints the time spent per tier.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import psycopg
 import pytest
+from nbrun import EXECUTED, Runs, executions
 
 import labkit as lk
 import labkit.services.setup
 import labkit.services.stack
+
+TIERS = ("unit", "integration", "system")
 
 
 class ServiceUsed(AssertionError):
     """A test without the `services` marker tried to reach a service."""
 
 
+def tier(keywords: Mapping[str, object]) -> str:
+    """The tier of a test, from its item's or report's keywords (its markers' names among them)."""
+    if "system" in keywords:
+        return "system"
+    return "integration" if "services" in keywords else "unit"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``after_notebooks`` run last: they read what the notebook runs wrote (build/executed/)."""
-    items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)  # stable: order kept
+    """Unit tests first, then integration, then system (stable: the order within a tier is kept)."""
+    items.sort(key=lambda item: TIERS.index(tier(item.keywords)))
+
+
+_seconds: dict[str, float] = dict.fromkeys(TIERS, 0.0)
+_counts: dict[str, int] = dict.fromkeys(TIERS, 0)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add the phase's duration (setup, call, teardown: fixtures included) to its test's tier."""
+    name = tier(report.keywords)
+    _seconds[name] += report.duration
+    if report.when == "setup":
+        _counts[name] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ran = [name for name in TIERS if _counts[name]]
+    if ran:
+        terminalreporter.write_sep("-", "time per tier (test durations, setup and teardown included)")
+        terminalreporter.write_line(", ".join(f"{name} {_seconds[name]:.0f} s ({_counts[name]} tests)" for name in ran))
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +85,7 @@ def settings() -> lk.Settings:
 
 @pytest.fixture()
 def lab(settings: lk.Settings) -> Iterator[lk.Lab]:
-    """A fresh lab context (own connection, corpus loaded) on the running stack."""
+    """A fresh lab context (own connection, corpus loaded) on the running stack, for a test that writes."""
     with lk.open_lab(settings) as context:
         yield context
 
@@ -56,3 +94,35 @@ def lab(settings: lk.Settings) -> Iterator[lk.Lab]:
 def conn(lab: lk.Lab) -> psycopg.Connection:
     """The lab's connection, for tests that run SQL directly."""
     return lab.conn
+
+
+@pytest.fixture(scope="module")
+def lab_ro(settings: lk.Settings) -> Iterator[lk.Lab]:
+    """One lab context per test module (models checked, connected, corpus loaded once), for tests that only read.
+
+    A test that changes the database or the session (loads, inserts, even in a rolled-back
+    transaction, sets search_path, closes the connection) takes the function-scoped `lab`.
+    """
+    with lk.open_lab(settings) as context:
+        yield context
+
+
+@pytest.fixture(scope="module")
+def conn_ro(lab_ro: lk.Lab) -> psycopg.Connection:
+    """`lab_ro`'s connection, for read-only tests that run SQL directly."""
+    return lab_ro.conn
+
+
+@pytest.fixture(scope="session")
+def executed_notebooks(request: pytest.FixtureRequest, settings: lk.Settings) -> Iterator[Runs]:
+    """Every notebook executed at most once per session, with its CI parameters, into build/executed/.
+
+    One test per notebook (tests/test_notebooks.py::test_notebook_executes) reports each run; the
+    exercise checks, the course site and the browser read the same copies. The notebooks of the
+    selected per-notebook tests start at the first request, two at a time (`nbrun.Runs`); any other
+    notebook runs when a test first needs it: ``result(path)`` for one (the executed notebook, or
+    that run's failure), ``complete()`` for the whole course (build/executed/ once all have run).
+    So `pytest tests/test_checks.py` executes only the exercise notebooks it reads.
+    """
+    with executions(request, "executed_notebooks", EXECUTED) as runs:
+        yield runs

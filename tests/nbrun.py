@@ -1,4 +1,4 @@
-"""Execute one notebook with papermill in its own process group (shared by the notebook test files)."""
+"""Execute notebooks with papermill, each in its own process group, two at a time (shared by the notebook test files)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import nbformat
@@ -18,9 +19,12 @@ import psutil
 import psycopg
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("solutions/*.ipynb"))
+EXECUTED = REPO / "build" / "executed"  # the executed copies of the session (conftest.executed_notebooks)
 DEFAULT_TIMEOUT = 600
 KERNEL = "python3"
-WORKERS = 2  # notebooks executed at once by `executions`
+WORKERS = 2  # notebooks executed at once by `Runs`
 LONGEST = "06_agent.ipynb"  # started first, so the others fill the second worker meanwhile
 
 
@@ -135,17 +139,72 @@ def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> n
     return executed
 
 
-@contextlib.contextmanager
-def executions(request: pytest.FixtureRequest, test: Callable, build: Path,
-               env: Mapping[str, str] | None = None) -> Iterator[dict[Path, Future]]:
-    """The notebooks of the selected items of `test` (parametrized by ``path``), WORKERS at a time, into `build`.
+class Runs:
+    """Notebooks executed WORKERS at a time into `build` (kernel environment `env`), each at most once.
 
-    For a module-scoped fixture: each test then waits for its own notebook's future, whose result
-    is the executed notebook or the run's failure. The lab is made for kernels running at once
-    (test_chaos.py); the model server queues their requests.
+    ``submit`` starts runs in the background (the longest first, so the others fill the second
+    worker meanwhile); ``result`` waits for one notebook's run, starting it if nobody asked yet,
+    and returns the executed notebook or raises that run's failure; ``complete`` runs every
+    notebook in `notebooks` and returns `build` once all have ended, failed or not. The lab is
+    made for kernels running at once (test_chaos.py); the model server queues their requests.
     """
-    selected = {item.callspec.params["path"] for item in request.session.items
-                if getattr(item, "function", None) is test}
-    order = sorted(selected, key=lambda path: (path.name != LONGEST, path))
-    with ThreadPoolExecutor(WORKERS) as pool:
-        yield {path: pool.submit(execute, path, build / path.parent.name / path.name, env) for path in order}
+
+    def __init__(self, build: Path, notebooks: list[Path], env: Mapping[str, str] | None = None) -> None:
+        self.build = build
+        self.notebooks = list(notebooks)
+        self.env = env
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notebook")
+        self._runs: dict[Path, Future] = {}
+        self._lock = threading.Lock()
+
+    def output(self, path: Path) -> Path:
+        """Where the executed copy of `path` goes: ``build/<folder>/<name>.ipynb``."""
+        return self.build / path.parent.name / path.name
+
+    def submit(self, paths: Iterable[Path]) -> None:
+        """Start the runs of `paths` that are not started yet."""
+        with self._lock:
+            for path in sorted(set(paths), key=lambda p: (p.name != LONGEST, p)):
+                if path not in self._runs:
+                    self._runs[path] = self._pool.submit(execute, path, self.output(path), self.env)
+
+    def result(self, path: Path) -> nbformat.NotebookNode:
+        """The executed notebook `path` (run now if no one started it); a failed run raises its failure here."""
+        self.submit([path])
+        return self._runs[path].result()
+
+    def complete(self) -> Path:
+        """`build`, once every notebook has run (a failed one is reported by its own test, not here)."""
+        self.submit(self.notebooks)
+        wait(list(self._runs.values()))
+        return self.build
+
+    def close(self) -> None:
+        """Wait for the runs under way; drop the ones not started."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def selected_paths(request: pytest.FixtureRequest, fixture: str) -> set[Path]:
+    """The notebooks (parameter ``path``) of the selected tests that request `fixture`: started at the first request."""
+    paths = set()
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "path" in callspec.params and fixture in getattr(item, "fixturenames", ()):
+            paths.add(callspec.params["path"])
+    return paths
+
+
+@contextlib.contextmanager
+def executions(request: pytest.FixtureRequest, fixture: str, build: Path,
+               env: Mapping[str, str] | None = None) -> Iterator[Runs]:
+    """For a fixture named `fixture`: ``Runs`` into `build`, the selected tests' notebooks started at once.
+
+    Each test then waits for its own notebook (``runs.result(path)``); when the fixture ends,
+    runs still under way are waited for.
+    """
+    runs = Runs(build, NOTEBOOKS, env)
+    try:
+        runs.submit(selected_paths(request, fixture))
+        yield runs
+    finally:
+        runs.close()

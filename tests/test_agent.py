@@ -19,8 +19,8 @@ pytestmark = pytest.mark.services
 
 
 @pytest.fixture()
-def agent(lab):
-    instance = lk.Agent(lab)
+def agent(lab_ro):
+    instance = lk.Agent(lab_ro)
     yield instance
     instance.close()
 
@@ -51,9 +51,9 @@ def _ask_with(lab, chat, question, **options) -> lk.AgentResult:
         agent.close()
 
 
-def test_error_loop_stops_after_three_errors(lab):
+def test_error_loop_stops_after_three_errors(lab_ro):
     fake = lk.FakeStubbornChat()
-    result = _ask_with(lab, fake, "Сколько новостей про погоду?")
+    result = _ask_with(lab_ro, fake, "Сколько новостей про погоду?")
     assert result.requires_human and result.errors == 3 and fake.requests == 3
     assert [c["ok"] for c in result.tool_calls] == [False, False, False]
     assert list(result.trace["node"]) == ["planner", "tools"] * 3 + ["give_up"]
@@ -62,8 +62,8 @@ def test_error_loop_stops_after_three_errors(lab):
     assert tool_rows["preview"].str.contains("Допустимые значения").all(), "the error lists the allowed topics"
 
 
-def test_recursion_limit_gives_an_honest_result(lab):
-    result = _ask_with(lab, lk.FakeStubbornChat(), "Сколько новостей про погоду?",
+def test_recursion_limit_gives_an_honest_result(lab_ro):
+    result = _ask_with(lab_ro, lk.FakeStubbornChat(), "Сколько новостей про погоду?",
                        max_errors=100, recursion_limit=7)
     assert result.requires_human and "7 шагов" in result.answer
     assert len(result.trace) == 7, "the trace of the steps made before the limit is kept"
@@ -76,8 +76,8 @@ class FakeDeadServer:
         raise ConnectionError("Failed to connect to Ollama")
 
 
-def test_dead_model_server_gives_an_honest_result(lab):
-    result = _ask_with(lab, FakeDeadServer(), "Что пишут про цену золота?")
+def test_dead_model_server_gives_an_honest_result(lab_ro):
+    result = _ask_with(lab_ro, FakeDeadServer(), "Что пишут про цену золота?")
     assert result.requires_human and "ConnectionError" in result.answer and result.tool_calls == []
 
 
@@ -90,12 +90,12 @@ class FakeSilentChat:
         return ChatResponse(model="fake-silent", message=Message(role="assistant", content=""))
 
 
-def test_a_mute_planner_is_reported_not_returned_as_empty(lab):
-    result = _ask_with(lab, FakeSilentChat(), "Что пишут про цену золота?")
+def test_a_mute_planner_is_reported_not_returned_as_empty(lab_ro):
+    result = _ask_with(lab_ro, FakeSilentChat(), "Что пишут про цену золота?")
     assert result.requires_human and result.answer and list(result.trace["node"]) == ["planner", "give_up"]
 
 
-def test_ask_json_sport_then_resume_thread_in_another_graph(lab, capsys):
+def test_ask_json_sport_then_resume_thread_in_another_graph(lab_ro, capsys):
     thread = f"test-{uuid.uuid4().hex[:8]}"
     question = "Сколько новостей про спорт в базе?"
     assert cli_main(["ask", question, "--json", "--thread", thread]) == 0
@@ -107,7 +107,7 @@ def test_ask_json_sport_then_resume_thread_in_another_graph(lab, capsys):
     assert isinstance(payload["seconds"], float) and payload["answer"]
 
     # A second, independent graph (new checkpointer connection) reads the thread from Postgres.
-    resumed = lk.Agent(lab)
+    resumed = lk.Agent(lab_ro)
     try:
         history = resumed.history(thread)
         assert history[0] == {"role": "user", "content": question}

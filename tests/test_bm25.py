@@ -23,9 +23,9 @@ def _python(conn, query, k1=1.2, b=0.75):
 @pytest.mark.parametrize("k1, b", [(1.2, 0.75), (0.0, 0.0), (2.0, 1.0), (0.5, 0.3)])
 @pytest.mark.parametrize("query", QUERIES)
 @pytest.mark.services
-def test_sql_scores_equal_python_scores(lab, conn, query, k1, b):
-    sql_hits = search_bm25(lab, query, top_k=100, k1=k1, b=b)
-    py_hits = _python(conn, query, k1, b)
+def test_sql_scores_equal_python_scores(lab_ro, conn_ro, query, k1, b):
+    sql_hits = search_bm25(lab_ro, query, top_k=100, k1=k1, b=b)
+    py_hits = _python(conn_ro, query, k1, b)
     assert sql_hits, f"{query!r} should match some documents"
     assert [h.doc_id for h in sql_hits] == [h.doc_id for h in py_hits]
     for got, want in zip(sql_hits, py_hits):
@@ -33,9 +33,9 @@ def test_sql_scores_equal_python_scores(lab, conn, query, k1, b):
 
 
 @pytest.mark.services
-def test_rare_word_outweighs_common_word(lab):
+def test_rare_word_outweighs_common_word(lab_ro):
     # «опек» is in one document, «золот» in six: IDF must favour the rare lexeme.
-    scores = {h.doc_id: h.score for h in search_bm25(lab, "ОПЕК золото", top_k=30)}
+    scores = {h.doc_id: h.score for h in search_bm25(lab_ro, "ОПЕК золото", top_k=30)}
     assert scores[15] > max(scores[d] for d in (1, 2, 3, 6, 7, 8))
 
 
@@ -59,10 +59,10 @@ def test_statistics_follow_an_inserted_document(lab, conn):
 
 @pytest.mark.parametrize("query", FUZZ)
 @pytest.mark.services
-def test_any_string_gives_a_valid_ranking(lab, query):
+def test_any_string_gives_a_valid_ranking(lab_ro, query):
     corpus_ids = {doc.id for doc in load_corpus()}
     for search in (search_bm25, search_hybrid_bm25):
-        hits = search(lab, query, 5)
+        hits = search(lab_ro, query, 5)
         doc_ids = [h.doc_id for h in hits]
         assert len(doc_ids) == len(set(doc_ids)) <= 5
         assert set(doc_ids) <= corpus_ids
@@ -70,9 +70,9 @@ def test_any_string_gives_a_valid_ranking(lab, query):
 
 
 @pytest.mark.services
-def test_query_without_words_is_empty(lab, conn):
-    assert search_bm25(lab, " ,.;!? ") == []
-    assert query_lexemes(conn, "и в на") == []  # only stop words
+def test_query_without_words_is_empty(lab_ro, conn_ro):
+    assert search_bm25(lab_ro, " ,.;!? ") == []
+    assert query_lexemes(conn_ro, "и в на") == []  # only stop words
 
 
 @pytest.mark.parametrize("kwargs", [{"top_k": 0}, {"k1": -1.0}, {"b": 1.5}, {"b": -0.1}])
@@ -86,11 +86,11 @@ def test_bm25_modes_are_registered():
 
 
 @pytest.mark.services
-def test_hybrid_bm25_is_rrf_of_vector_and_bm25(lab):
+def test_hybrid_bm25_is_rrf_of_vector_and_bm25(lab_ro):
     from labkit.core.ranking import ids
     from labkit.retrieval.branches.vector import search_vector
     from labkit.retrieval.fusion import rrf
 
     for query in QUERIES:
-        expected = rrf([ids(search_vector(lab, query, 10)), ids(search_bm25(lab, query, 10))], rrf_k=60)[:5]
-        assert search_hybrid_bm25(lab, query, 5) == expected
+        expected = rrf([ids(search_vector(lab_ro, query, 10)), ids(search_bm25(lab_ro, query, 10))], rrf_k=60)[:5]
+        assert search_hybrid_bm25(lab_ro, query, 5) == expected

@@ -80,10 +80,10 @@ def test_a_transaction_lock_is_bounded_too_and_ends_with_its_transaction(setting
 
 
 @pytest.mark.services
-def test_the_labs_connections_carry_an_application_name(settings, lab):
-    assert lab.conn.execute("SHOW application_name").fetchone()[0] == application_name()
+def test_the_labs_connections_carry_an_application_name(settings, lab_ro):
+    assert lab_ro.conn.execute("SHOW application_name").fetchone()[0] == application_name()
     assert application_name().startswith(f"labkit {os.getpid()} pytest")
-    agent = lk.Agent(lab)
+    agent = lk.Agent(lab_ro)
     try:
         assert agent.checkpointer.conn.execute("SHOW application_name").fetchone()["application_name"] == \
             application_name()
@@ -114,17 +114,17 @@ def test_a_frozen_model_server_is_given_up_on_after_the_timeout(frozen_server):
 
 
 @pytest.mark.services
-def test_the_labs_model_clients_have_timeouts(settings, lab):
-    timeout = lab.models._client.timeout  # the httpx client inside ollama.Client
+def test_the_labs_model_clients_have_timeouts(settings, lab_ro):
+    timeout = lab_ro.models._client.timeout  # the httpx client inside ollama.Client
     assert timeout == MODEL_TIMEOUT and timeout.read is not None and timeout.connect is not None
     assert timeout.connect <= 10 < timeout.read, "a dead server is found fast, a slow answer is awaited"
     assert PROBE_TIMEOUT.read is not None and PROBE_TIMEOUT.read < timeout.read
 
 
 @pytest.mark.services
-def test_a_model_server_that_stops_answering_mid_question_ends_the_turn_honestly(lab, frozen_server):
+def test_a_model_server_that_stops_answering_mid_question_ends_the_turn_honestly(lab_ro, frozen_server):
     frozen = model_client(frozen_server, httpx.Timeout(0.5))
-    agent = lk.Agent(lab, chat=frozen.chat)
+    agent = lk.Agent(lab_ro, chat=frozen.chat)
     try:
         result = agent.ask("Сколько новостей про спорт в базе?")
     finally:

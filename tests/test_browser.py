@@ -1,7 +1,7 @@
 """The course in a real browser: Debian's chromium (/usr/bin/chromium; .ci/run installs it) driven by Playwright.
 
 1. JupyterLab runs notebook 04 (Run All) and its ``rrf_k`` slider reorders the hybrid list it shows.
-2. The static site (build/site/, written here from the executed copies of the notebook tests) opens from
+2. The static site (build/site/, written here from the session's executed notebooks) opens from
    disk: every internal link leads to a page and an anchor that exist, nothing is requested from outside
    the machine, and prev/next links walk the course in order.
 
@@ -29,6 +29,7 @@ from urllib.request import Request, urlopen
 
 import nbformat
 import pytest
+from nbrun import Runs
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -46,6 +47,7 @@ RUN_TIMEOUT_MS = 600_000  # Run All of notebook 04, as its papermill timeout
 
 pytestmark = [
     pytest.mark.services,
+    pytest.mark.system,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium"),
 ]
 
@@ -190,9 +192,9 @@ def test_jupyterlab_runs_notebook_04_and_the_rrf_k_slider_reorders_the_hybrid(br
 
 # --- 2. the static site -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def site() -> SiteReport:
-    """build/site/ from the executed copies the notebook tests wrote (they run first: `after_notebooks`)."""
-    return build_site(REPO, REPO / "build" / "site", REPO / "build" / "executed")
+def site(executed_notebooks: Runs) -> SiteReport:
+    """build/site/ from the session's executed notebooks (every one run first, if no test ran it yet)."""
+    return build_site(REPO, REPO / "build" / "site", executed_notebooks.complete())
 
 
 def _is_local(url: str) -> bool:
@@ -200,7 +202,6 @@ def _is_local(url: str) -> bool:
     return parts.scheme in {"file", "data", "blob", "about"} or parts.hostname in {"127.0.0.1", "localhost", "::1"}
 
 
-@pytest.mark.after_notebooks
 def test_site_opens_from_disk_every_internal_link_works_and_nothing_comes_from_outside(browser, site):
     assert not site.broken_links, f"links the builder could not resolve: {site.broken_links}"
     context = browser.new_context()
@@ -260,7 +261,6 @@ def test_site_opens_from_disk_every_internal_link_works_and_nothing_comes_from_o
     assert len(pages_on_disk) == len(site.pages) + 1  # every notebook and the index
 
 
-@pytest.mark.after_notebooks
 def test_site_walks_the_course_in_order_in_russian(browser, site):
     expected = [f"{folder}/{p.stem}.html" for folder in ("notebooks", "solutions")
                 for p in sorted((REPO / folder).glob("*.ipynb"))]

@@ -25,7 +25,7 @@ from nbrun import execute
 
 import labkit as lk
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.system]
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "chaos"

@@ -1,27 +1,24 @@
 """Exercise checkers: solutions pass, unmodified starters get advice (not a traceback).
 
 Two levels: checkers called directly with small stub inputs, and the exercise notebooks
-executed with papermill, reading the printed verdict of the last (checker) cell. The notebook
-tests execute every starter and solution into build/executed/ already; these tests run after
-them and read those copies, executing a notebook themselves only when its copy is missing or stale.
+executed with papermill, reading the printed verdict of the last (checker) cell. The notebooks
+are the session's executed copies (the `executed_notebooks` fixture, shared with the notebook,
+site and browser tests): executed once, whichever test asks first.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
-from nbrun import execute
+from nbrun import Runs
 
 import labkit as lk
 from labkit.agent.entity_tool import search_by_entity
-from labkit.course.site import is_fresh
 
 REPO = Path(__file__).resolve().parents[1]
 EXERCISES = ["07_task_weighted_rrf.ipynb", "08_task_models.ipynb", "09_task_entity_tool.ipynb"]
-BUILD = REPO / "build" / "executed"  # where test_notebooks writes the executed copies
 
 
 # --- direct calls with stub inputs -----------------------------------------------------------
@@ -158,42 +155,42 @@ def unsafe_search_by_entity(lab, company: lk.Company | None = None, tone: lk.Ton
 
 
 @pytest.mark.services
-def test_entity_checker(lab):
+def test_entity_checker(lab_ro):
     good_result = {"tool_calls": [{"name": "search_by_entity", "arguments": {"company": "ЦБ", "tone": "negative"}}]}
-    assert lk.check_entity_tool(search_by_entity, good_result, lab=lab).passed
-    unsafe = lk.check_entity_tool(unsafe_search_by_entity, good_result, lab=lab)
+    assert lk.check_entity_tool(search_by_entity, good_result, lab=lab_ro).passed
+    unsafe = lk.check_entity_tool(unsafe_search_by_entity, good_result, lab=lab_ro)
     assert not unsafe.passed and any("OR '1'='1" in p for p in unsafe.problems), unsafe.problems
     wrong_call = {"tool_calls": [{"name": "search_articles", "arguments": {"query": "ЦБ"}}]}
-    chose_wrong = lk.check_entity_tool(search_by_entity, wrong_call, lab=lab)
+    chose_wrong = lk.check_entity_tool(search_by_entity, wrong_call, lab=lab_ro)
     assert not chose_wrong.passed and "search_articles" in chose_wrong.problems[-1]
-    nothing = lk.check_entity_tool(None, None, lab=lab)
+    nothing = lk.check_entity_tool(None, None, lab=lab_ro)
     assert not nothing.passed and "не заполнена" in nothing.problems[0]
 
 
 # --- the notebooks themselves ----------------------------------------------------------------
 
-def _verdict(folder: str, name: str) -> str:
-    """The printed output of an exercise notebook's last code cell, from its executed copy (made if stale)."""
-    source, output = REPO / folder / name, BUILD / folder / name
-    executed = nbformat.read(output, as_version=4) if is_fresh(source, output) else execute(source, output)
+def _verdict(runs: Runs, path: Path) -> str:
+    """The printed output of an exercise notebook's last code cell, from the session's executed copy."""
+    executed = runs.result(path)
     last = [cell for cell in executed.cells if cell.cell_type == "code"][-1]
     assert "check_" in last.source, "the last code cell is the checker"
     assert not [o for o in last.outputs if o.output_type == "error"], "the checker cell must not raise"
     return "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
 
 
-@pytest.mark.parametrize("name", EXERCISES)
+# parametrized by `path`: the session's runs start these notebooks at once, two at a time (nbrun.selected_paths)
+@pytest.mark.parametrize("path", [REPO / "solutions" / name for name in EXERCISES], ids=lambda path: path.name)
 @pytest.mark.services
-@pytest.mark.after_notebooks
-def test_solution_passes_its_checker(settings, name):
-    assert "Проверка пройдена" in _verdict("solutions", name)
+@pytest.mark.system
+def test_solution_passes_its_checker(executed_notebooks, path):
+    assert "Проверка пройдена" in _verdict(executed_notebooks, path)
 
 
-@pytest.mark.parametrize("name", EXERCISES)
+@pytest.mark.parametrize("path", [REPO / "notebooks" / name for name in EXERCISES], ids=lambda path: path.name)
 @pytest.mark.services
-@pytest.mark.after_notebooks
-def test_unmodified_starter_is_rejected_with_advice(settings, name):
-    verdict = _verdict("notebooks", name)
+@pytest.mark.system
+def test_unmodified_starter_is_rejected_with_advice(executed_notebooks, path):
+    verdict = _verdict(executed_notebooks, path)
     assert "Проверка не пройдена" in verdict and "TODO" in verdict
 
 
@@ -284,10 +281,10 @@ def returns_tuples(lab, company: lk.Company | None = None, tone: lk.Tone | None 
     (returns_tuples, ["список словарей"]),
     (unsafe_search_by_entity, ["f-строка"]),
 ])
-def test_entity_checker_gives_hints_where_students_stick(lab, monkeypatch, func, hints):
+def test_entity_checker_gives_hints_where_students_stick(lab_ro, monkeypatch, func, hints):
     monkeypatch.setattr(func, "__name__", "search_by_entity")  # the one thing they all get right on purpose
     good_call = {"tool_calls": [{"name": "search_by_entity", "arguments": {"company": "ЦБ", "tone": "negative"}}]}
-    result = lk.check_entity_tool(func, good_call, lab=lab)
+    result = lk.check_entity_tool(func, good_call, lab=lab_ro)
     assert not result.passed
     for hint in hints:
         assert any(hint in p for p in result.problems), (hint, result.problems)

@@ -135,7 +135,7 @@ def test_python_m_labkit_eval(settings):
 
 
 @pytest.mark.services
-def test_compare_hybrid_latency(lab):
-    latency = lk.compare_hybrid_latency(lab, ["золото", "ставка на спорт"], repeats=3)
+def test_compare_hybrid_latency(lab_ro):
+    latency = lk.compare_hybrid_latency(lab_ro, ["золото", "ставка на спорт"], repeats=3)
     assert latency.runs == 6 and latency.python_ms > 0 and latency.sql_ms > 0
     assert latency.ratio == pytest.approx(latency.sql_ms / latency.python_ms)

@@ -95,19 +95,19 @@ def test_questions_are_generated_once_and_only_for_changed_documents(scratch):
 
 @pytest.mark.services
 @pytest.mark.parametrize("mode", NEW_MODES)
-def test_new_modes_take_any_string(lab, mode):
+def test_new_modes_take_any_string(lab_ro, mode):
     search = lk.SEARCH_MODES[mode]
     for query in ODD_QUERIES:
-        hits = search(lab, query, 3)
+        hits = search(lab_ro, query, 3)
         assert isinstance(hits, list) and len(hits) <= 3 and all(isinstance(h, lk.Hit) for h in hits)
-    assert lk.ids(search(lab, "цена золота", 3))  # and a real query finds something
-    assert lab.conn.execute("SELECT count(*) FROM news").fetchone()[0] == 30
+    assert lk.ids(search(lab_ro, "цена золота", 3))  # and a real query finds something
+    assert lab_ro.conn.execute("SELECT count(*) FROM news").fetchone()[0] == 30
 
 
 @pytest.mark.services
-def test_expanded_modes_evaluate_end_to_end(lab):
+def test_expanded_modes_evaluate_end_to_end(lab_ro):
     queries = lk.load_queries()[:4]
-    report = lk.evaluate(lab, queries, NEW_MODES)
+    report = lk.evaluate(lab_ro, queries, NEW_MODES)
     assert report.modes == tuple(NEW_MODES)
     for q in report.queries:
         for mode in NEW_MODES:

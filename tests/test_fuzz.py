@@ -52,31 +52,31 @@ def _subset() -> list[str]:
     return EDGE_CASES + rng.sample(short, SUBSET)
 
 
-@pytest.fixture()
-def embedded(lab) -> None:
-    """The random strings' query vectors, asked for in batches (about 30 requests, not 1,000; then cached).
+@pytest.fixture(scope="module")
+def embedded(lab_ro) -> None:
+    """The random strings' query vectors, asked for in batches (about 30 requests, not 1,000; then cached), once.
 
     Prepared as the modes prepare a query (``embeddable``), so they find them in the cache. The edge
     cases are left out: each mode embeds those itself, one string per request.
     """
     texts = [embeddable(text) for text in _subset()[len(EDGE_CASES):]]
-    lk.cached_embeddings(lab, [text for text in texts if text.strip()], "query")
+    lk.cached_embeddings(lab_ro, [text for text in texts if text.strip()], "query")
 
 
 @pytest.mark.parametrize("mode", sorted(lk.SEARCH_MODES))
 @pytest.mark.services
-def test_no_string_raises(lab, embedded, mode):
+def test_no_string_raises(lab_ro, embedded, mode):
     search = lk.SEARCH_MODES[mode]
     strings = STRINGS if mode == "lexical" else _subset()
     for text in strings:
         try:
-            hits = search(lab, text, 5)
+            hits = search(lab_ro, text, 5)
         except Exception as exc:  # noqa: BLE001 (report which string broke which mode)
             pytest.fail(f"{mode} raised {type(exc).__name__}: {exc} on {text[:80]!r}")
         assert isinstance(hits, list) and len(hits) <= 5
 
 
 @pytest.mark.services
-def test_single_sql_hybrid_survives_the_strings_too(lab):
+def test_single_sql_hybrid_survives_the_strings_too(lab_ro):
     for text in _subset():
-        lk.search_hybrid_sql(lab, text, 5)
+        lk.search_hybrid_sql(lab_ro, text, 5)

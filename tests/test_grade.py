@@ -290,6 +290,7 @@ def troublemakers(settings, tmp_path_factory):
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_solutions_get_every_point(starters_and_solutions):
     grades, _ = starters_and_solutions
     solution = _students(grades)["solution"]
@@ -300,6 +301,7 @@ def test_solutions_get_every_point(starters_and_solutions):
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_starters_get_less_with_russian_feedback(starters_and_solutions):
     grades, _ = starters_and_solutions
     starter = _students(grades)["starter"]
@@ -326,6 +328,7 @@ def _checker_lines(executed: Path) -> list[str]:
 
 
 @pytest.mark.services
+@pytest.mark.system
 @pytest.mark.parametrize("student", ["solution", "starter"])
 def test_notebook_checker_shows_the_graders_visible_cases_and_points(starters_and_solutions, student):
     grades, out = starters_and_solutions
@@ -340,6 +343,7 @@ def test_notebook_checker_shows_the_graders_visible_cases_and_points(starters_an
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_reports_agree_and_student_pages_hide_hidden_cases(starters_and_solutions):
     grades, out = starters_and_solutions
     rows = {row["студент"]: row for row in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
@@ -363,12 +367,14 @@ def _leftovers(settings, run_id: str) -> list[str]:
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_runs_leave_no_database_or_role(settings, starters_and_solutions, troublemakers):
     for grades, _ in (starters_and_solutions, troublemakers):
         assert _leftovers(settings, grades["run_id"]) == []
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_a_broken_notebook_costs_only_what_depends_on_the_error(troublemakers):
     grades, _ = troublemakers
     rrf = _exercise(grades, "a_broken", "07")
@@ -380,6 +386,7 @@ def test_a_broken_notebook_costs_only_what_depends_on_the_error(troublemakers):
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_an_endless_notebook_is_stopped_at_its_limit(troublemakers):
     grades, _ = troublemakers
     endless = _exercise(grades, "b_endless", "07")
@@ -389,6 +396,7 @@ def test_an_endless_notebook_is_stopped_at_its_limit(troublemakers):
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_a_destructive_notebook_harms_only_its_own_copy(settings, troublemakers):
     grades, out = troublemakers
     rrf = _exercise(grades, "c_destructive", "07")
@@ -407,6 +415,7 @@ def test_a_destructive_notebook_harms_only_its_own_copy(settings, troublemakers)
 
 
 @pytest.mark.services
+@pytest.mark.system
 def test_a_printed_verdict_and_planted_answers_earn_nothing(troublemakers):
     grades, out = troublemakers
     cheater = _exercise(grades, "e_cheater", "07")
@@ -415,6 +424,7 @@ def test_a_printed_verdict_and_planted_answers_earn_nothing(troublemakers):
 
 
 @pytest.mark.services  # not a lab service, but it starts a kernel
+@pytest.mark.system
 def test_watchdog_kills_a_notebook_over_its_memory_limit(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell('import os, time\nopen("kernel.pid", "w").write(str(os.getpid()))'),

@@ -58,6 +58,7 @@ CELL = 300.0  # seconds one notebook cell may take
 
 pytestmark = [
     pytest.mark.services,
+    pytest.mark.system,
     pytest.mark.skipif(os.geteuid() != 0, reason="creates OS accounts for the students (CI runs as root)"),
 ]
 

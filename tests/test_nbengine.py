@@ -70,6 +70,7 @@ def _start(source: Path, output: Path, *options: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
+@pytest.mark.system  # executes notebooks (no lab service)
 def test_four_widget_notebooks_at_once_all_finish(tmp_path: Path):
     cells = ["import ipywidgets as widgets\nfrom IPython.display import display"]
     source = _notebook(tmp_path / "widgets.ipynb", cells + [WIDGET_CELL.format(number=n) for n in range(40)])
@@ -95,6 +96,7 @@ print(json.dumps({"transport": app.transport, "ip": app.ip,
                   "sockets": sorted(p for p in os.listdir(os.path.dirname(app.ip)) if p.startswith(os.path.basename(app.ip)))}))"""
 
 
+@pytest.mark.system  # executes notebooks (no lab service)
 def test_kernels_listen_on_unix_sockets_of_their_own_that_are_removed_at_the_end(tmp_path: Path):
     """No TCP port to lose to another process between jupyter_client's pick and the kernel's bind."""
     source = _notebook(tmp_path / "probe.ipynb", [PROBE_CELL])

@@ -2,7 +2,9 @@
 
 Per notebook, ``metadata.labkit`` may set ``timeout`` (seconds for the whole notebook,
 default 600) and ``ci_parameters`` (papermill parameters, e.g. smaller sizes).
-Executed copies go to ``build/executed/<folder>/<name>.ipynb``. No cell may fail, exercise
+The session fixture ``executed_notebooks`` (tests/conftest.py) executes each notebook once, into
+``build/executed/<folder>/<name>.ipynb``; ``test_notebook_executes`` reports each run, and the
+exercise checks, the site and the browser tests read the same copies. No cell may fail, exercise
 starters included: an unfinished TODO leaves its result None and the cells after it print a
 Russian hint (``lk.ready``), so a student never meets a traceback or a papermill error banner.
 Every notebook opens with a markdown title, then one short setup cell that builds the lab
@@ -19,14 +21,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
-from nbrun import KERNEL, execute, notebook_id
+from nbrun import KERNEL, NOTEBOOKS, Runs, notebook_id
 
 import labkit
-
-REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("solutions/*.ipynb"))
-BUILD = REPO / "build" / "executed"
-
 
 _id = notebook_id
 
@@ -111,9 +108,10 @@ def test_python3_kernel_runs_this_interpreter():
 
 
 @pytest.mark.services
+@pytest.mark.system
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
-def test_notebook_executes(path: Path):
-    execute(path, BUILD / path.parent.name / path.name)
+def test_notebook_executes(path: Path, executed_notebooks: Runs):
+    executed_notebooks.result(path)  # a run that failed or ran out of time raises its failure here
 
 
 # --- prose follows the numbers ------------------------------------------------------------------

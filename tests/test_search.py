@@ -25,39 +25,39 @@ def _check_ranking(hits: list[lk.Hit], top_k: int) -> None:
 
 
 @pytest.mark.parametrize("mode", sorted(lk.SEARCH_MODES))
-def test_every_mode_returns_a_ranking_on_the_labelled_queries(lab, mode):
+def test_every_mode_returns_a_ranking_on_the_labelled_queries(lab_ro, mode):
     search = lk.SEARCH_MODES[mode]
     for query in QUERIES:
-        hits = search(lab, query, 5)
+        hits = search(lab_ro, query, 5)
         _check_ranking(hits, 5)
         assert set(lk.ids(hits)) <= set(range(1, 31))
 
 
 @pytest.mark.parametrize("mode", sorted(lk.SEARCH_MODES))
-def test_a_documents_own_text_finds_it_first(lab, mode):
+def test_a_documents_own_text_finds_it_first(lab_ro, mode):
     for doc in lk.load_corpus()[::5]:
-        assert lk.ids(lk.SEARCH_MODES[mode](lab, doc.text, 3))[0] == doc.id, (mode, doc)
+        assert lk.ids(lk.SEARCH_MODES[mode](lab_ro, doc.text, 3))[0] == doc.id, (mode, doc)
 
 
-def test_lexical_or_and_and(lab):
-    any_word = lk.ids(lk.search_lexical(lab, "золото цена", 30))
-    all_words = lk.ids(lk.search_lexical(lab, "золото цена", 30, match="all"))
+def test_lexical_or_and_and(lab_ro):
+    any_word = lk.ids(lk.search_lexical(lab_ro, "золото цена", 30))
+    all_words = lk.ids(lk.search_lexical(lab_ro, "золото цена", 30, match="all"))
     assert all_words == [1]  # only doc 1 has both «цена» and «золото»
     assert set(all_words) < set(any_word)
     assert {6, 7, 8} <= set(any_word)  # OR also brings the medal news
-    assert lk.search_lexical(lab, "и в на по", 10) == []  # stop words only
-    assert lk.ids(lk.search_lexical(lab, "ОПЕК", 10)) == [15]
+    assert lk.search_lexical(lab_ro, "и в на по", 10) == []  # stop words only
+    assert lk.ids(lk.search_lexical(lab_ro, "ОПЕК", 10)) == [15]
 
 
-def test_lexical_ties_are_broken_by_id(lab):
-    hits = lk.search_lexical(lab, "золото", 30)
+def test_lexical_ties_are_broken_by_id(lab_ro):
+    hits = lk.search_lexical(lab_ro, "золото", 30)
     for a, b in zip(hits, hits[1:]):
         assert a.score > b.score or (a.score == b.score and a.doc_id < b.doc_id)
 
 
-def test_vector_empty_query_and_scores(lab):
-    assert lk.search_vector(lab, "", 5) == [] and lk.search_vector(lab, " \n\t ", 5) == []
-    hits = lk.search_vector(lab, "цены на драгоценные металлы", 30)
+def test_vector_empty_query_and_scores(lab_ro):
+    assert lk.search_vector(lab_ro, "", 5) == [] and lk.search_vector(lab_ro, " \n\t ", 5) == []
+    hits = lk.search_vector(lab_ro, "цены на драгоценные металлы", 30)
     assert len(hits) == 30 and all(-1.0 <= hit.score <= 1.0 for hit in hits)
 
 
@@ -71,22 +71,22 @@ def _hybrid_cases() -> list[tuple[str, int, int, tuple[float, float]]]:
     return cases
 
 
-def test_hybrid_python_and_sql_give_identical_rankings(lab):
+def test_hybrid_python_and_sql_give_identical_rankings(lab_ro):
     for query, top_k, rrf_k, weights in _hybrid_cases():
-        python = lk.search_hybrid(lab, query, top_k, rrf_k, weights)
-        single = lk.search_hybrid_sql(lab, query, top_k, rrf_k, weights)
+        python = lk.search_hybrid(lab_ro, query, top_k, rrf_k, weights)
+        single = lk.search_hybrid_sql(lab_ro, query, top_k, rrf_k, weights)
         assert lk.ids(python) == lk.ids(single), (query, top_k, rrf_k, weights)
         assert [h.score for h in python] == pytest.approx([h.score for h in single], rel=1e-12)
         _check_ranking(single, top_k)
 
 
-def test_hybrid_fuses_both_branches(lab):
-    vector = lk.ids(lk.search_vector(lab, "золото", 10))
-    lexical = lk.ids(lk.search_lexical(lab, "золото", 10))
+def test_hybrid_fuses_both_branches(lab_ro):
+    vector = lk.ids(lk.search_vector(lab_ro, "золото", 10))
+    lexical = lk.ids(lk.search_lexical(lab_ro, "золото", 10))
     expected = lk.ids(lk.rrf([vector, lexical], rrf_k=60))[:10]
-    assert lk.ids(lk.search_hybrid(lab, "золото", 10)) == expected
+    assert lk.ids(lk.search_hybrid(lab_ro, "золото", 10)) == expected
     # weights (1, 0): the lexical branch adds documents but cannot reorder the vector ones
-    only_vector = lk.ids(lk.search_hybrid(lab, "золото", 10, weights=(1.0, 0.0)))
+    only_vector = lk.ids(lk.search_hybrid(lab_ro, "золото", 10, weights=(1.0, 0.0)))
     assert only_vector[: len(vector)] == vector
 
 
@@ -97,20 +97,20 @@ def _plan(conn, statement: str, params: dict) -> str:
         return "\n".join(row[0] for row in conn.execute("EXPLAIN " + statement, params).fetchall())
 
 
-def test_hnsw_index_serves_order_by_distance_but_not_by_similarity(lab, conn):
-    table = lk.vector_table(conn, lab.embed_model)
-    assert table == lk.lab_vector_table(lab)
-    params = {"embedding": lk.cached_query_embedding(lab, "золото"), "limit": 3}
-    by_distance = vector_sql(table).as_string(conn)
-    assert "_hnsw" in _plan(conn, by_distance, params)
+def test_hnsw_index_serves_order_by_distance_but_not_by_similarity(lab_ro, conn_ro):
+    table = lk.vector_table(conn_ro, lab_ro.embed_model)
+    assert table == lk.lab_vector_table(lab_ro)
+    params = {"embedding": lk.cached_query_embedding(lab_ro, "золото"), "limit": 3}
+    by_distance = vector_sql(table).as_string(conn_ro)
+    assert "_hnsw" in _plan(conn_ro, by_distance, params)
     by_similarity = by_distance.replace(
         "ORDER BY embedding <=> %(embedding)s", "ORDER BY 1 - (embedding <=> %(embedding)s) DESC"
     )
-    assert by_similarity != by_distance and "_hnsw" not in _plan(conn, by_similarity, params)
+    assert by_similarity != by_distance and "_hnsw" not in _plan(conn_ro, by_similarity, params)
 
 
-def test_lexical_uses_the_gin_index_when_seqscan_is_off(conn):
-    plan = _plan(conn, lexical_sql().as_string(conn), {"words": ["золото"], "limit": 3})
+def test_lexical_uses_the_gin_index_when_seqscan_is_off(conn_ro):
+    plan = _plan(conn_ro, lexical_sql().as_string(conn_ro), {"words": ["золото"], "limit": 3})
     assert "news_tsv_gin" in plan
 
 

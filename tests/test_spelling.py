@@ -35,7 +35,7 @@ def test_same_word_accepts_inflections_and_refuses_short_typos():
 
 
 @pytest.mark.services
-def test_typos_and_the_wrong_layout_are_corrected_with_corpus_words(lab):
+def test_typos_and_the_wrong_layout_are_corrected_with_corpus_words(lab_ro):
     cases = {
         "ключевая савка ЦБ": "ключевая ставка ЦБ",
         "цена залота": "цена золота",
@@ -44,24 +44,24 @@ def test_typos_and_the_wrong_layout_are_corrected_with_corpus_words(lab):
         "фигурист золто": "фигурист золото",
     }
     for typed, wanted in cases.items():
-        fixed = lk.correct_query(lab, typed)
+        fixed = lk.correct_query(lab_ro, typed)
         assert fixed.corrected == wanted, (typed, fixed)
         assert fixed.typed == typed and fixed.changes
 
 
 @pytest.mark.services
-def test_real_words_the_corpus_lacks_are_left_alone(lab):
+def test_real_words_the_corpus_lacks_are_left_alone(lab_ro):
     for query in ["эксперты ждут смягчения", "золото в фигурном катании", "ставка на спорт", "прибыль банка",
                   "YandexGPT", "IT-компании", "Какая столица Франции?"]:
-        assert lk.correct_query(lab, query) == lk.Correction(query, query, ()), query
+        assert lk.correct_query(lab_ro, query) == lk.Correction(query, query, ()), query
 
 
 @pytest.mark.services
-def test_any_string_is_corrected_without_an_error(lab):
+def test_any_string_is_corrected_without_an_error(lab_ro):
     for query in ODD_QUERIES:
-        fixed = lk.correct_query(lab, query)
+        fixed = lk.correct_query(lab_ro, query)
         assert isinstance(fixed.corrected, str)
-        hits = lk.SEARCH_MODES["fielded_corrected"](lab, query, 3)
+        hits = lk.SEARCH_MODES["fielded_corrected"](lab_ro, query, 3)
         assert len(hits) <= 3
 
 

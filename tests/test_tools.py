@@ -24,26 +24,26 @@ def test_schema_comes_from_signature_and_docstring():
 
 
 @pytest.mark.services
-def test_get_metrics_counts_in_sql(lab):
+def test_get_metrics_counts_in_sql(lab_ro):
     expected = sum(1 for doc in load_corpus() if doc.topic == "sport")
-    result = lk.call_tool("get_metrics", {"topic": "sport"}, lab=lab)
+    result = lk.call_tool("get_metrics", {"topic": "sport"}, lab=lab_ro)
     assert result.ok and result.data == {"topic": "sport", "count": expected}
     assert str(expected) in result.content
 
 
 @pytest.mark.services
-def test_search_by_entity_filters_in_sql(lab):
+def test_search_by_entity_filters_in_sql(lab_ro):
     corpus = load_corpus()
     want = [d.id for d in corpus if d.company == "ЦБ" and d.tone == "negative"][:5]
-    result = lk.call_tool("search_by_entity", {"company": "ЦБ", "tone": "negative"}, lab=lab, tools=FINAL_TOOLS)
+    result = lk.call_tool("search_by_entity", {"company": "ЦБ", "tone": "negative"}, lab=lab_ro, tools=FINAL_TOOLS)
     assert result.ok and [row["id"] for row in result.data] == want
-    only_tone = search_by_entity(lab, tone="positive")
+    only_tone = search_by_entity(lab_ro, tone="positive")
     assert [row["id"] for row in only_tone] == [d.id for d in corpus if d.tone == "positive"][:5]
 
 
 @pytest.mark.services
-def test_search_articles_returns_top3_with_ids_and_text(lab):
-    result = lk.call_tool("search_articles", {"query": "цена золота"}, lab=lab)
+def test_search_articles_returns_top3_with_ids_and_text(lab_ro):
+    result = lk.call_tool("search_articles", {"query": "цена золота"}, lab=lab_ro)
     assert result.ok and 1 <= len(result.data) <= 3
     texts = {d.id: d.text for d in load_corpus()}
     assert all(texts[row["id"]] == row["text"] for row in result.data)
@@ -71,16 +71,16 @@ def test_search_articles_returns_top3_with_ids_and_text(lab):
     ],
 )
 @pytest.mark.services
-def test_invented_arguments_give_a_message_not_an_exception(lab, conn, name, arguments, needle):
-    result = lk.call_tool(name, arguments, lab=lab, tools=FINAL_TOOLS)
+def test_invented_arguments_give_a_message_not_an_exception(lab_ro, conn_ro, name, arguments, needle):
+    result = lk.call_tool(name, arguments, lab=lab_ro, tools=FINAL_TOOLS)
     assert not result.ok and result.data is None
     assert needle in result.content and result.content.startswith("Ошибка")
-    assert conn.execute("SELECT count(*) FROM news").fetchone()[0] == len(load_corpus()), "table intact"
+    assert conn_ro.execute("SELECT count(*) FROM news").fetchone()[0] == len(load_corpus()), "table intact"
 
 
 @pytest.mark.services
-def test_json_string_arguments_and_case_are_accepted(lab):
-    result = lk.call_tool("get_metrics", '{"topic": " Sport "}', lab=lab)
+def test_json_string_arguments_and_case_are_accepted(lab_ro):
+    result = lk.call_tool("get_metrics", '{"topic": " Sport "}', lab=lab_ro)
     assert result.ok and result.arguments == {"topic": "sport"}
 
 
@@ -90,10 +90,10 @@ def test_tool_outside_the_agents_list_is_unknown():
 
 
 @pytest.mark.services
-def test_sql_looking_query_is_just_text(lab, conn):
-    result = lk.call_tool("search_articles", {"query": "золото'); DROP TABLE news; --"}, lab=lab)
+def test_sql_looking_query_is_just_text(lab_ro, conn_ro):
+    result = lk.call_tool("search_articles", {"query": "золото'); DROP TABLE news; --"}, lab=lab_ro)
     assert result.ok
-    assert conn.execute("SELECT count(*) FROM news").fetchone()[0] == len(load_corpus())
+    assert conn_ro.execute("SELECT count(*) FROM news").fetchone()[0] == len(load_corpus())
 
 
 @pytest.mark.services

@@ -27,15 +27,15 @@ def _valid(hits, top_k):
 
 @pytest.mark.services
 @pytest.mark.parametrize("query", FUZZ)
-def test_improved_mode_gives_valid_rankings_for_any_string(lab, query):
-    _valid(search_hybrid_latent(lab, query, 5), 5)
-    _valid(search_latent(lab, query, 5), 5)
+def test_improved_mode_gives_valid_rankings_for_any_string(lab_ro, query):
+    _valid(search_hybrid_latent(lab_ro, query, 5), 5)
+    _valid(search_latent(lab_ro, query, 5), 5)
 
 
 @pytest.mark.services
-def test_query_without_words_finds_nothing(lab):
-    assert search_latent(lab, " ?! ") == []
-    assert search_hybrid_latent(lab, "") == []
+def test_query_without_words_finds_nothing(lab_ro):
+    assert search_latent(lab_ro, " ?! ") == []
+    assert search_hybrid_latent(lab_ro, "") == []
 
 
 @pytest.mark.services
@@ -56,9 +56,9 @@ def test_latent_index_follows_inserts_and_deletes(lab, conn):
 
 
 @pytest.mark.services
-def test_frozen_default_is_what_tuning_on_the_seed_split_picks(lab):
+def test_frozen_default_is_what_tuning_on_the_seed_split_picks(lab_ro):
     seed = load_queries()
-    rankings = branch_rankings(lab, [q.query for q in seed])
+    rankings = branch_rankings(lab_ro, [q.query for q in seed])
     best = tune_fusion(rankings, seed)[0]
     assert best.config == DEFAULT_FUSION
     # and it beats the two-branch hybrid it extends, on the same split
@@ -104,6 +104,6 @@ def test_heldout_set_is_new_and_judged_against_the_corpus():
 
 
 @pytest.mark.services
-def test_time_modes_reports_milliseconds(lab):
-    timings = time_modes(lab, ["золото", "ОПЕК"], {"latent": search_latent})
+def test_time_modes_reports_milliseconds(lab_ro):
+    timings = time_modes(lab_ro, ["золото", "ОПЕК"], {"latent": search_latent})
     assert 0 < timings["latent"] < 5_000
