@@ -1,4 +1,4 @@
-"""Document expansion (issue 11): questions generated once per document, the expanded and PRF modes."""
+"""Document expansion (taught in 11_beyond_rrf): questions generated once per document, the expanded and PRF modes."""
 
 from __future__ import annotations
 
