@@ -138,6 +138,9 @@ def test_rewrite_then_rank_then_rerank():
     # wrapping a pipeline puts new rewrites before its own and new re-rankers after its own
     outer = lk.Pipeline.of(mode, rewrite=[lk.Spelling()], rerank=[lk.Coverage(3)])
     assert str(outer) == "spelling → upper → six → reverse@4 → coverage@3"
+    # a pipeline fused as a branch of another shows its own stages in parentheses
+    both = lk.Pipeline.of({mode: 1.0, lk.Branch("one", _fixed(9)): 1.0})
+    assert str(both) == "(upper → six → reverse@4) + one → RRF(k=60)" and ids(both(None, "q", 2)) == [4, 9]
 
 
 def test_a_coverage_step_names_a_text_other_than_the_fielded_one():

@@ -63,7 +63,8 @@ def _branch(search: str | Branch | SearchMode) -> Branch:
             raise ValueError(f"branches must be some of {', '.join(BRANCHES)}, got {search!r}")
         return BRANCHES[search]
     known = next((branch for branch in BRANCHES.values() if branch.search is search), None)
-    return known or Branch(getattr(search, "__name__", "search"), search)
+    name = f"({search})" if isinstance(search, Pipeline) else getattr(search, "__name__", "search")
+    return known or Branch(name, search)
 
 
 @dataclass(frozen=True, kw_only=True)
