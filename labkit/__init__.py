@@ -99,34 +99,40 @@ from labkit.retrieval.branches.latent import (
     search_latent,
 )
 from labkit.retrieval.branches.lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
-from labkit.retrieval.branches.prf import DEFAULT_PRF, PrfConfig, search_hybrid_prf, search_vector_prf
+from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
+from labkit.retrieval.branches.registry import BRANCHES, Branch, Need
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
 from labkit.retrieval.fusion import (
-    BRANCHES,
-    DEFAULT_FUSION,
     HYBRID_SQL,
     RRF_K,
     FusionConfig,
     SearchMode,
     fuse,
     rrf,
-    search_fused,
     search_hybrid,
+    search_hybrid_sql,
+)
+from labkit.retrieval.modes import (
+    COVERAGE_DEPTH,
+    COVERAGE_DEPTHS,
+    DEFAULT_FUSION,
+    DEFAULT_PRF,
+    SEARCH_MODES,
+    available_modes,
+    corrected,
+    covered,
+    mode_problem,
     search_hybrid_bm25,
     search_hybrid_expanded,
     search_hybrid_latent,
-    search_hybrid_sql,
+    search_hybrid_prf,
+    skipped_note,
+    unavailable_modes,
 )
-from labkit.retrieval.modes import SEARCH_MODES, available_modes, mode_problem, skipped_note, unavailable_modes
+from labkit.retrieval.pipeline import Pipeline, search_fused
 from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
-from labkit.retrieval.rerankers.coverage import (
-    COVERAGE_DEPTH,
-    COVERAGE_DEPTHS,
-    covered,
-    covered_lexemes,
-    rerank_by_coverage,
-)
-from labkit.retrieval.rewriters.spelling import Correction, correct_query, corrected, from_latin_layout
+from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, rerank_by_coverage
+from labkit.retrieval.rewriters.spelling import Correction, Spelling, correct_query, from_latin_layout
 from labkit.services.setup import open_lab, setup
 from labkit.services.stack import StackError, down, ensure_stack, status, up
 from labkit.store.connection import DatabaseUnavailable, connect
@@ -156,9 +162,10 @@ __all__ = [
     "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
     "ensure_expansion", "ExpansionReport", "parse_questions", "search_expanded", "search_expanded_lexical",
     "sync_expanded_vectors", "search_hybrid_expanded", "PrfConfig", "DEFAULT_PRF", "search_vector_prf",
-    "search_hybrid_prf", "FIELDED_VECTORS", "fielded_params", "search_fielded",
+    "search_hybrid_prf", "prf_branch", "FIELDED_VECTORS", "fielded_params", "search_fielded",
     "Correction", "correct_query", "corrected", "from_latin_layout",
     "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
+    "Branch", "Need", "Pipeline", "Spelling", "Coverage",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",

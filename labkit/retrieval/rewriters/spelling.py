@@ -1,4 +1,4 @@
-"""Query correction against the corpus' own words: a wrong keyboard layout and typos (issue 11).
+"""Query correction against the corpus' own words: a wrong keyboard layout and typos (taught in 11_beyond_rrf).
 
 An embedder reads «ufpghjv» (Газпром typed with the English layout) or «савка» as noise,
 and ``to_tsquery`` finds nothing for a misspelt word. Search engines fix such queries
@@ -18,26 +18,26 @@ before searching; ``correct_query`` does it with nothing but the corpus:
   have different stems the word is left alone. Comparing stems instead would also
   "correct" real words («эксперты» -> «экспорт», «катание» -> «казани»). A word the corpus simply does not contain stays as it is.
 
-``corrected(mode)`` is a search mode that searches the corrected query with `mode`; a
-query without an unknown word is searched exactly as typed.
+``Spelling()`` is the rewrite step of a search pipeline (``labkit.retrieval.pipeline``),
+printed ``spelling``: the pipeline searches the corrected query; a query without an unknown
+word is searched exactly as typed.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from psycopg import sql
 
-from labkit.core.ranking import Hit
 from labkit.retrieval.branches.lexical import query_words
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
-    from labkit.retrieval.fusion import SearchMode
 
 __all__ = ["MIN_LETTERS", "Correction", "same_word", "edit_distance", "from_latin_layout", "correct_query",
-           "corrected"]
+           "Spelling"]
 
 MIN_LETTERS = 5  # shorter words are left alone: too many real words sit one edit apart
 _WORD = re.compile(r"\w+")
@@ -149,11 +149,12 @@ def correct_query(lab: Lab, query: str) -> Correction:
     return Correction(query, corrected, tuple(changes.items()))
 
 
-def corrected(search: SearchMode) -> SearchMode:
-    """The search mode `search` run on ``correct_query(lab, query).corrected``. Taught in 11_beyond_rrf."""
-    def search_corrected(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
-        return search(lab, correct_query(lab, query).corrected, top_k)
+@dataclass(frozen=True)
+class Spelling:
+    """The rewrite step of a search pipeline: ``correct_query(lab, query).corrected``. Taught in 11_beyond_rrf."""
 
-    search_corrected.__name__ = f"{getattr(search, '__name__', 'search')}_corrected"
-    search_corrected.__doc__ = f"``{getattr(search, '__name__', 'search')}`` of the corrected query (labkit.retrieval.rewriters.spelling)."
-    return search_corrected
+    def __call__(self, lab: Lab, query: str) -> str:
+        return correct_query(lab, query).corrected
+
+    def __str__(self) -> str:
+        return "spelling"
