@@ -261,7 +261,7 @@ def test_jupyterlab_token_is_on_no_command_line(settings):
         assert proc.stderr is not None
         while time.monotonic() < deadline and token is None:
             line = proc.stderr.readline()
-            found = re.search(r"127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)", line)
+            found = re.search(r"127\.0\.0\.1:(\d+)/lab\S*\?token=([0-9a-f]+)", line)
             if found:
                 port, token = int(found.group(1)), found.group(2)
         assert token, "run.sh printed no JupyterLab URL"
