@@ -1,7 +1,9 @@
-"""A private embedded Postgres in a fresh lab home, for tests that change cluster-wide things (roles, grants).
+"""Postgres of a test's own: a private embedded cluster, or a scratch database on the lab's server.
 
-The shared stack's Postgres is never touched: class-mode tests make roles and revoke PUBLIC's
-access to databases, so they get a cluster of their own, stopped and deleted afterwards.
+A private cluster in a fresh lab home is for tests that change cluster-wide things (roles, grants):
+class-mode tests make roles and revoke PUBLIC's access to databases, so they get a cluster of their
+own, stopped and deleted afterwards. A scratch database is for tests that load or edit a corpus
+without touching the lab's own `lab` database.
 """
 
 from __future__ import annotations
@@ -14,7 +16,29 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from labkit.core.settings import Settings
 from labkit.services import pgembedded
+
+
+@contextlib.contextmanager
+def scratch_database(settings: Settings, name: str) -> Iterator[Settings]:
+    """`settings` pointing at a new database `name` of the lab's server, dropped afterwards (even when in use)."""
+    import dataclasses
+
+    admin_url = make_conninfo(settings.database_url, dbname="postgres")
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(drop)
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield dataclasses.replace(settings, database_url=make_conninfo(settings.database_url, dbname=name))
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(drop)
 
 
 @dataclass(frozen=True)

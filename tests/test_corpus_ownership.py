@@ -6,14 +6,13 @@ embedding cache survives between tests, so only the first load of the module emb
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import psycopg
 import pytest
+from privatepg import scratch_database
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 import labkit as lk
 from labkit.services.setup import describe
@@ -27,16 +26,8 @@ SCRATCH = "labkit_scratch_ownership"
 @pytest.fixture(scope="module")
 def scratch_settings(settings):
     """Settings pointing at a new database of the lab's server (dropped after the module)."""
-    admin_url = make_conninfo(settings.database_url, dbname="postgres")
-    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(SCRATCH))
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(drop)
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(SCRATCH)))
-    try:
-        yield dataclasses.replace(settings, database_url=make_conninfo(settings.database_url, dbname=SCRATCH))
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(drop)
+    with scratch_database(settings, SCRATCH) as scratch:
+        yield scratch
 
 
 @pytest.fixture()
