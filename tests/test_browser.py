@@ -282,8 +282,8 @@ def test_site_walks_the_course_in_order_in_russian(browser, site):
                 assert page.get_attribute("html", "lang") == "ru" and page.title() == shown.title
                 home = page.get_by_role("link", name="Оглавление курса").first
                 assert home.get_attribute("href", timeout=5_000) in {"../index.html", "index.html"}
-                previous = page.locator("nav a[rel=prev]")
-                assert previous.count() == (len(walked) - start > 1), f"{path}: «Назад» only inside its chain"
+                previous = page.locator("nav a[rel=prev]")  # the navigation stands above and below the page
+                assert (previous.count() > 0) == (len(walked) - start > 1), f"{path}: «Назад» only inside its chain"
                 if previous.count():
                     assert previous.first.evaluate("a => a.href") == root + walked[-2]
                 executed = shown.executed is not None
