@@ -1,4 +1,4 @@
-"""Coverage re-ranking (issue 11): the head of a ranking sorted by the query words each fielded text holds."""
+"""Coverage re-ranking (taught in 11_beyond_rrf): the head of a ranking sorted by the query words each fielded text holds."""
 
 from __future__ import annotations
 

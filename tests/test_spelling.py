@@ -1,4 +1,4 @@
-"""Query correction against the corpus' words (issue 11): keyboard layout and one-edit typos, real words kept."""
+"""Query correction against the corpus' words (taught in 11_beyond_rrf): keyboard layout and one-edit typos, real words kept."""
 
 from __future__ import annotations
 
