@@ -11,7 +11,7 @@ from psycopg import sql
 
 import labkit as lk
 from labkit.retrieval.branches.expanded import EXPANDED_TEXT_SQL, EXPANDED_VEC_TABLE, EXPANSION_TABLE
-from labkit.retrieval.questions import ensure_expansion, parse_questions
+from labkit.retrieval.questions import ensure_expansion, load_shipped, parse_questions
 
 NEW_MODES = ["expanded", "expanded_lexical", "hybrid_expanded", "hybrid_prf"]
 ODD_QUERIES = ["", "   ", "🙂🙂", "'; DROP TABLE news; --", "a & b | !c <-> :*", "\x00\ud800", "золото " * 500]
@@ -65,28 +65,45 @@ def _rows(lab: lk.Lab, table: str) -> dict[int, tuple[Any, ...]]:
 
 
 @pytest.mark.services
+def test_the_shipped_questions_cost_no_chat_call_and_only_fit_the_body_they_were_written_for(scratch):
+    lab = scratch
+    chat = CountingChat(lab)
+    shipped = {row[0]: row for row in load_shipped(lab.corpus.expansion)}
+    first = ensure_expansion(lab, send=chat, generate=False)
+    assert (chat.calls, first.shipped, first.missing, first.embedded) == (0, 2, 0, 2)
+    stored = _rows(lab, EXPANSION_TABLE)
+    assert {i: (row[1], row[2], row[3]) for i, row in stored.items()} == {i: shipped[i][1:] for i in (1, 6)}
+    assert ensure_expansion(lab, send=chat, generate=False)[-2:] == (0, 0)  # nothing to take again
+
+    lab.conn.execute("UPDATE news SET body = body || ' Подробности позже.' WHERE id = 6")
+    changed = ensure_expansion(lab, send=chat, generate=False)
+    assert (chat.calls, changed.shipped, changed.missing, changed.reused) == (0, 0, 1, 1)  # written for the old body
+    assert _rows(lab, EXPANSION_TABLE)[6] == stored[6]  # kept, and not searched while stale
+
+
+@pytest.mark.services
 def test_questions_are_generated_once_and_only_for_changed_documents(scratch):
     lab = scratch
     chat = CountingChat(lab)
-    first = ensure_expansion(lab, send=chat)
+    first = ensure_expansion(lab, send=chat, shipped=False)  # generation itself: not the corpus' shipped questions
     assert (chat.calls, first.generated, first.documents, first.embedded) == (2, 2, 2, 2)
     stored = _rows(lab, EXPANSION_TABLE)
     assert sorted(stored) == [1, 6] and all(row[2] == lab.chat_model for row in stored.values())
 
-    again = ensure_expansion(lab, send=chat)
+    again = ensure_expansion(lab, send=chat, shipped=False)
     assert (chat.calls, again.generated, again.reused, again.embedded) == (2, 0, 2, 0)
     assert _rows(lab, EXPANSION_TABLE) == stored  # not even created_at moved
 
     lab.conn.execute("UPDATE news SET body = body || ' Подробности позже.' WHERE id = 6")
     stale_text = dict(lab.conn.execute(EXPANDED_TEXT_SQL, {"chat_model": lab.chat_model}).fetchall())
     assert stale_text[6].endswith("Подробности позже.")  # a stale row's questions are not searched
-    changed = ensure_expansion(lab, send=chat)
+    changed = ensure_expansion(lab, send=chat, shipped=False)
     assert (chat.calls, changed.generated, changed.reused) == (3, 1, 1)
     after = _rows(lab, EXPANSION_TABLE)
     assert after[1] == stored[1] and after[6][1] != stored[6][1]
 
     lab.conn.execute("DELETE FROM news WHERE id = 1")
-    dropped = ensure_expansion(lab, send=chat)
+    dropped = ensure_expansion(lab, send=chat, shipped=False)
     assert (chat.calls, dropped.generated, dropped.dropped) == (3, 0, 1)
     assert sorted(_rows(lab, EXPANSION_TABLE)) == [6]
     lk.search_expanded(lab, "золото", 3)  # a search brings the vector rows in line too

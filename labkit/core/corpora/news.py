@@ -19,6 +19,7 @@ __all__ = [
     "QUERIES_PATH",
     "HELDOUT_PATH",
     "RETRIEVAL_PATH",
+    "EXPANSION_PATH",
     "TOPICS",
     "COMPANIES",
     "TONES",
@@ -32,6 +33,9 @@ QUERIES_PATH = DATA_DIR / "queries.jsonl"  # the 12 labelled queries (05_evaluat
 HELDOUT_PATH = DATA_DIR / "heldout.jsonl"  # written after the corpus, never used for tuning (11_beyond_rrf)
 # Larger labelled set with a "kind" and a fixed "split" per query: tune on "tune", report on "report" only.
 RETRIEVAL_PATH = DATA_DIR / "retrieval.jsonl"
+# The search questions the default chat model wrote for each document (labkit.retrieval.questions), shipped so a
+# run need not spend minutes of chat-model time on them; a changed document or another model still generates its own.
+EXPANSION_PATH = DATA_DIR / "news_expansion.jsonl"
 
 # What a person reads instead of the codes (in answers, tables and plots).
 TOPIC_NAMES: dict[str, str] = {
@@ -73,6 +77,7 @@ NEWS = Corpus(
     queries=QUERIES_PATH,
     heldout=HELDOUT_PATH,
     retrieval=RETRIEVAL_PATH,
+    expansion=EXPANSION_PATH,
     text_column="body",
     text_field="text",
     ts_config="russian",
