@@ -17,6 +17,7 @@ from labkit.core.context import Lab
 from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.core.settings import CLIENT_HEADER, Settings, client_name
+from labkit.core.text import count
 from labkit.models.availability import check_models
 from labkit.services.stack import StackError, ensure_stack
 from labkit.store.connection import connect
@@ -93,7 +94,8 @@ def describe(lab: Lab) -> str:
             f"эмбеддинги {lab.embed_model}, чат {lab.chat_model}.")
     loaded = lab.loaded
     if loaded is not None:
-        line += (f"\nКорпус: {loaded.documents} документов, векторы {loaded.dim}-d в {loaded.table}; "
+        line += (f"\nКорпус: {count(loaded.documents, 'документ', 'документа', 'документов')}, "
+                 f"векторы размерности {loaded.dim} в {loaded.table}; "
                  f"новых эмбеддингов при загрузке: {loaded.embedded_texts}.")
         if loaded.kept:
             line += (f"\nСтроки {lab.corpus.table} с id {', '.join(map(str, loaded.kept))} изменены не загрузчиком и "
