@@ -9,6 +9,7 @@ without touching the lab's own `lab` database.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -27,8 +28,6 @@ from labkit.services import pgembedded
 @contextlib.contextmanager
 def scratch_database(settings: Settings, name: str) -> Iterator[Settings]:
     """`settings` pointing at a new database `name` of the lab's server, dropped afterwards (even when in use)."""
-    import dataclasses
-
     admin_url = make_conninfo(settings.database_url, dbname="postgres")
     drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
     with psycopg.connect(admin_url, autocommit=True) as admin:

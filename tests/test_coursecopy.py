@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,10 +83,6 @@ def test_collect_builds_the_layout_that_grade_reads(tmp_path):
 @pytest.mark.system  # makes Unix accounts: root only, not for the quick tier
 def test_the_collect_command_gathers_a_real_groups_notebooks(tmp_path):
     """`./run.sh collect` on real Unix accounts (CI runs as root; the test makes and removes them)."""
-    import shutil
-    import subprocess
-    import sys
-
     assert os.geteuid() == 0 and shutil.which("useradd"), "making accounts needs root and useradd (CI has both)"
     group, users = "lkcollect", {"lkcollect_a": "07_task_weighted_rrf.ipynb", "lkcollect_b": None}
     subprocess.run(["groupadd", group], check=True, capture_output=True)

@@ -125,8 +125,9 @@ def _section_at(parts: Sequence[Section], offset: int) -> tuple[str, ...]:
     return next((section.path for section in reversed(parts) if section.head <= offset), ())
 
 
-def _make(doc_id: int, text: str, spans: Sequence[tuple[int, int]], title: str) -> list[Chunk]:
-    parts = sections(text)
+def _make(doc_id: int, text: str, spans: Sequence[tuple[int, int]], title: str,
+          parts: Sequence[Section] | None = None) -> list[Chunk]:
+    parts = sections(text) if parts is None else parts
     return [Chunk(doc_id, number, text[left:right], left, right, _section_at(parts, left), title)
             for number, (left, right) in enumerate(spans)]
 
@@ -196,12 +197,13 @@ def heading_chunks(doc_id: int, text: str, size: int, overlap: int = 0, title: s
     Taught in the chunking lesson: the document's own structure decides, so a chunk is one topic.
     """
     _check(size, overlap)
+    parts = sections(text)
     spans: list[tuple[int, int]] = []
-    for section in sections(text):
+    for section in parts:
         pieces = sentences(text, section.start, section.end)
         if pieces:
             spans += _pack(text, pieces, size, overlap, count)
-    return _make(doc_id, text, spans, title)
+    return _make(doc_id, text, spans, title, parts)
 
 
 def span_overlap(chunk: tuple[int, int], answer: tuple[int, int]) -> tuple[float, float]:
