@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.store.chunking import (
+from labkit.core.chunking import (
     fixed_chunks,
     heading_chunks,
     sections,

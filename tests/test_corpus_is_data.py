@@ -100,7 +100,7 @@ def test_the_news_corpus_derives_the_names_students_databases_hold():
     assert (LATENT_TABLE, FIELDED_VEC_TABLE, EXPANDED_VEC_TABLE, EXPANSION_TABLE) == (
         "news_latent", "news_fielded_vec", "news_expanded_vec", "news_expansion")
     assert _slug("multilingual-e5-small:q4", news) == "news_vec_multilingual_e5_small_q4"
-    assert lk.DEFAULT_CORPUS is news and lk.CORPORA == {"news": news} and lk.corpus_named("news") is news
+    assert lk.DEFAULT_CORPUS is news and lk.CORPORA["news"] is news and lk.corpus_named("news") is news
     assert lk.Doc is news.record and lk.Doc._fields == ("id", "text", "company", "tone", "topic")
 
 

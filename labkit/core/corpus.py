@@ -20,7 +20,7 @@ import dataclasses
 import datetime
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -30,6 +30,8 @@ __all__ = [
     "DATA_DIR",
     "ID_COLUMN",
     "MAX_ID",
+    "NO_ANSWER",
+    "MANY_JOINER",
     "SPLITS",
     "SQL_TYPES",
     "Corpus",
@@ -43,9 +45,11 @@ __all__ = [
 ]
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+NO_ANSWER = "no_answer"  # the kind of a labelled query whose answer is in no document (relevant: [])
 SPLITS: tuple[str, ...] = ("tune", "report")  # of a labelled set: tune on "tune", report on "report" only
 ID_COLUMN = "id"  # every documents table and every table derived from it is keyed by an integer `id`
 MAX_ID = 2**31 - 1  # the id is a Postgres integer
+MANY_JOINER = "; "  # how the values of a list field are joined into its text column
 # The SQL types a metadata field may have, with the JSON type of its values (a date is an ISO string).
 SQL_TYPES: dict[str, type] = {"text": str, "integer": int, "date": str}
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
@@ -85,6 +89,7 @@ class Field:
     gloss: str  # what the field is, in Russian («компания»); the fielded text labels its value with it
     sql_type: str = "text"  # one of SQL_TYPES
     required: bool = True  # False: a record may hold null, and the column allows NULL
+    many: bool = False  # True: a JSON list of strings, stored as one text value joined by MANY_JOINER (sql_type "text")
     names: Mapping[str, str] = dataclasses.field(default_factory=dict)  # code -> Russian name, for people
     glosses: Mapping[str, str] = dataclasses.field(default_factory=dict)  # code -> Russian description
 
@@ -93,6 +98,8 @@ class Field:
             raise ValueError(f"field name {self.name!r} must match [a-z_][a-z0-9_]* and not be one of {sorted(_RESERVED)}")
         if self.sql_type not in SQL_TYPES:
             raise ValueError(f"field {self.name!r}: sql_type must be one of {', '.join(SQL_TYPES)}, not {self.sql_type!r}")
+        if self.many and self.sql_type != "text":
+            raise ValueError(f"field {self.name!r}: a list field (many=True) is stored as text, not {self.sql_type}")
 
     @property
     def label(self) -> str:
@@ -122,6 +129,11 @@ class Corpus:
     fielded: tuple[str, ...] = ()  # fields embedded with the text by the fielded branch, in this order
     lexicon: tuple[str, ...] = ()  # text fields whose values are words a reader types (names): spelling reads them
     fixed_names: Mapping[str, str] = dataclasses.field(default_factory=dict)  # derived names that predate `derived`
+    # A corpus of units (chunks) of longer documents: `units(record, where)` turns one record of the source file into
+    # the records of its units (a DataError naming `where` for a bad one), and `parent` names the integer field that
+    # holds the document a unit belongs to; search ranks units, evaluation collapses them to their documents.
+    units: Callable[[dict[str, Any], str], list[dict[str, Any]]] | None = None
+    parent: str | None = None
     record: type[Any] = dataclasses.field(init=False, repr=False)  # the NamedTuple class of one document
 
     def __post_init__(self) -> None:
@@ -131,6 +143,9 @@ class Corpus:
                 raise ValueError(f"{self.name}: {name!r} must match [a-z_][a-z0-9_]* and have at most 40 characters")
         if len(set(names)) != len(names) or self.text_column in {*names, *_RESERVED}:
             raise ValueError(f"{self.name}: field and column names must be distinct, got {[self.text_column, *names]}")
+        if (self.units is None) != (self.parent is None) or (
+                self.parent is not None and (self.parent not in names or self.field(self.parent).sql_type != "integer")):
+            raise ValueError(f"{self.name}: units and parent go together, and parent must name an integer field")
         unknown = [n for n in (*self.fielded, *self.lexicon) if n not in names]
         if unknown or any(self.field(n).sql_type != "text" for n in self.lexicon):
             raise ValueError(f"{self.name}: fielded and lexicon must name fields (lexicon: text ones), got {unknown}")
@@ -165,15 +180,14 @@ class Corpus:
         """One JSON record checked for everything the database would refuse halfway through a load."""
         doc_id = _value(record, ID_COLUMN, int, where)
         text = _value(record, self.text_field, str, where)
-        values = {f.name: _value(record, f.name, SQL_TYPES[f.sql_type], where, optional=not f.required)
-                  for f in self.fields}
+        values = {f.name: _field_value(record, f, where) for f in self.fields}
         if not 1 <= doc_id <= MAX_ID:
             raise DataError(f"{where}: field {ID_COLUMN!r} must lie in [1, {MAX_ID}], got {doc_id}")
         if not text.strip():
             raise DataError(f"{where}: empty text")
         for f in self.fields:
             value = values[f.name]
-            if f.sql_type == "text" and f.required and not value.strip():
+            if f.sql_type == "text" and f.required and not f.many and not value.strip():
                 raise DataError(f"{where}: empty {f.name}")
             if f.sql_type == "integer" and value is not None and not -MAX_ID - 1 <= value <= MAX_ID:
                 raise DataError(f"{where}: field {f.name!r} must fit a Postgres integer, got {value}")
@@ -200,10 +214,11 @@ class Corpus:
         docs: dict[int, Document] = {}
         for number, record in read_records(path):
             where = f"{path}:{number}"
-            doc = self.document(record, where)
-            if doc.id in docs:
-                raise DataError(f"{where}: duplicate document id {doc.id}")
-            docs[doc.id] = doc
+            for unit in self.units(record, where) if self.units is not None else [record]:
+                doc = self.document(unit, where)
+                if doc.id in docs:
+                    raise DataError(f"{where}: duplicate {'unit' if self.units else 'document'} id {doc.id}")
+                docs[doc.id] = doc
         if not docs:
             raise DataError(f"{path}: no documents in the file")
         return [docs[doc_id] for doc_id in sorted(docs)]
@@ -241,12 +256,26 @@ def _value(record: dict[str, Any], name: str, kind: type, where: str, optional: 
     return value
 
 
+def _field_value(record: dict[str, Any], field: Field, where: str) -> Any:
+    """The value of a metadata field in a record, type-checked; a list field's strings joined by MANY_JOINER."""
+    if not field.many:
+        return _value(record, field.name, SQL_TYPES[field.sql_type], where, optional=not field.required)
+    values = _value(record, field.name, list, where, optional=not field.required)
+    if values is None:
+        return None
+    if not all(isinstance(v, str) and v.strip() and MANY_JOINER.strip() not in v for v in values):
+        raise DataError(f"{where}: field {field.name!r} must be a list of non-empty strings without "
+                        f"{MANY_JOINER.strip()!r}, got {values!r}")
+    return MANY_JOINER.join(values)
+
+
 def read_queries(path: str | Path, split: str | None = None) -> list[LabelledQuery]:
     """Read a file of labelled queries. Taught in 05_evaluation.
 
     Fields other than ``query`` and ``relevant`` are ignored, unless ``split`` ("tune" or "report") is
     given: then only records whose ``split`` field equals it are kept, and a record without a valid
-    ``split`` is a DataError naming file:line. An unknown ``split`` argument is a ValueError.
+    ``split`` is a DataError naming file:line. An unknown ``split`` argument is a ValueError. A query
+    of ``kind`` "no_answer" with an empty ``relevant`` has nothing to recall and is left out.
     """
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
@@ -256,6 +285,8 @@ def read_queries(path: str | Path, split: str | None = None) -> list[LabelledQue
         where = f"{path}:{number}"
         query = _value(record, "query", str, where)
         relevant = _value(record, "relevant", list, where)
+        if relevant == [] and record.get("kind") == NO_ANSWER:
+            continue  # nothing to find: judged by whether an answer abstains (the agents), not by recall
         if not relevant or not all(isinstance(i, int) and not isinstance(i, bool) for i in relevant):
             raise DataError(f"{where}: 'relevant' must be a non-empty list of document ids, got {relevant!r}")
         if split is not None:

@@ -28,6 +28,7 @@ from labkit.core.errors import LabError
 from labkit.core.ranking import ids
 from labkit.evaluation.metrics import METRICS, Metric, mean_metric, metric_value
 from labkit.retrieval.branches.registry import BRANCHES
+from labkit.retrieval.documents import document_hits
 from labkit.retrieval.fusion import (
     CANDIDATES,
     RRF_K,
@@ -150,6 +151,8 @@ def evaluate(
 
     `modes` defaults to every mode this machine can run (``available_modes()``); the others are
     listed in the report's ``unavailable``. Naming a mode that cannot run here raises ``LabError``.
+    On a corpus of chunks (the knowledge base) the rankings are of documents: each ranks where its best
+    chunk ranks (``labkit.retrieval.documents.document_hits``).
     """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
@@ -163,7 +166,8 @@ def evaluate(
         modes = {name: SEARCH_MODES[name] for name in modes}
     results = []
     for labelled in queries:
-        rankings = {name: ids(search(lab, labelled.query, max(top_k, depth))) for name, search in modes.items()}
+        rankings = {name: ids(document_hits(lab, search, labelled.query, max(top_k, depth)))
+                    for name, search in modes.items()}
         scores = {
             name: {metric: metric_value(metric, ranking, labelled.relevant, top_k) for metric in METRICS}
             for name, ranking in rankings.items()

@@ -1,6 +1,6 @@
 """The corpora the lab knows, by name, and the default one a lab carries (taught in 01_corpus).
 
-Each corpus is defined in a module of its own (``news``); ``load_corpus`` and ``load_queries``
+Each corpus is defined in a module of its own (``news``, ``kb``); ``load_corpus`` and ``load_queries``
 read the default corpus' files unless told otherwise.
 """
 
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from labkit.core.corpora.kb import KB
 from labkit.core.corpora.news import NEWS
 from labkit.core.corpus import Corpus, Document, LabelledQuery, read_queries
 
 __all__ = ["CORPORA", "DEFAULT_CORPUS", "corpus_named", "load_corpus", "load_queries"]
 
-CORPORA: dict[str, Corpus] = {corpus.name: corpus for corpus in (NEWS,)}
+CORPORA: dict[str, Corpus] = {corpus.name: corpus for corpus in (NEWS, KB)}
 DEFAULT_CORPUS = NEWS
 
 

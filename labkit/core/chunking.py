@@ -34,6 +34,8 @@ __all__ = [
     "sentence_chunks",
     "heading_chunks",
     "span_overlap",
+    "CHUNKERS",
+    "ChunkSpec",
 ]
 
 TokenCounter = Callable[[str], int]
@@ -213,3 +215,35 @@ def span_overlap(chunk: tuple[int, int], answer: tuple[int, int]) -> tuple[float
     union = max(chunk[1], answer[1]) - min(chunk[0], answer[0])
     length = answer[1] - answer[0]
     return (inter / length if length > 0 else 0.0), (inter / union if union > 0 else 0.0)
+
+
+CHUNKERS: dict[str, Callable[..., list[Chunk]]] = {
+    "fixed": fixed_chunks, "sentence": sentence_chunks, "heading": heading_chunks,
+}
+"""The three ways to cut, by name (the chunking lesson's sweep iterates them)."""
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """How to cut: one of CHUNKERS with its size and overlap in tokens; ``str()`` is «heading 200/40»."""
+
+    method: str = "heading"
+    size: int = 200
+    overlap: int = 40
+
+    def __post_init__(self) -> None:
+        if self.method not in CHUNKERS:
+            raise ValueError(f"method must be one of {', '.join(CHUNKERS)}, not {self.method!r}")
+        _check(self.size, self.overlap)
+
+    def cut(self, doc_id: int, text: str, title: str = "") -> list[Chunk]:
+        """The chunks of one document."""
+        return CHUNKERS[self.method](doc_id, text, self.size, self.overlap, title=title)
+
+    @property
+    def slug(self) -> str:
+        """A name part for tables: ``heading_200_40``."""
+        return f"{self.method}_{self.size}_{self.overlap}"
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.size}/{self.overlap}"

@@ -1,0 +1,62 @@
+"""The knowledge base of «ТехноМир»: 44 long support documents and the chunks they are searched in (15_kb_chunking).
+
+A fictional Russian electronics retailer's policies, FAQs, manuals, regulations and offers, written
+for the course (``labkit/data/kb/README.md`` describes the files). Two corpora read the same file:
+
+* ``KB_DOCUMENTS``: one row per document (table ``kb_documents``): what a whole-document search
+  sees, and what e5 cuts to its first 512 tokens;
+* ``KB``: one row per chunk (table ``kb_chunks``), cut by ``KB_CHUNKING``; what the course's
+  knowledge-base search, its evaluation (``./run.sh eval --corpus kb``) and the document agent use.
+  Rankings of chunks are collapsed to documents for Recall@k (a document ranks where its best chunk
+  ranks).
+"""
+
+from __future__ import annotations
+
+from labkit.core.chunked import chunked
+from labkit.core.chunking import ChunkSpec
+from labkit.core.corpus import DATA_DIR, Corpus, Field
+
+__all__ = ["KB", "KB_DOCUMENTS", "KB_CHUNKING", "KB_DIR", "KB_SOURCE", "KB_QUERIES", "TYPE_NAMES"]
+
+KB_DIR = DATA_DIR / "kb"
+KB_SOURCE = KB_DIR / "documents.jsonl"
+KB_QUERIES = KB_DIR / "queries.jsonl"  # 125 labelled queries with a kind, a fixed split and the answers' spans
+
+TYPE_NAMES: dict[str, str] = {
+    "policy": "правила для покупателей",
+    "faq": "вопросы и ответы",
+    "manual": "инструкция к товару",
+    "regulation": "внутренний регламент",
+    "offer": "условия акции или услуги",
+}
+STATUS_NAMES: dict[str, str] = {"действует": "действует", "архив": "архивная редакция"}
+
+KB_DOCUMENTS = Corpus(
+    name="kb_documents",
+    title="база знаний ТехноМира (документы целиком)",
+    table="kb_documents",
+    fields=(
+        Field("key", "ключ автора"),
+        Field("title", "заголовок"),
+        Field("type", "тип документа", names=TYPE_NAMES),
+        Field("category", "рубрика"),
+        Field("products", "товары", many=True),
+        Field("codes", "артикулы", many=True),
+        Field("version", "редакция"),
+        Field("date", "дата вступления в силу", "date"),
+        Field("status", "статус", names=STATUS_NAMES),
+    ),
+    source=KB_SOURCE,
+    queries=KB_QUERIES,
+    retrieval=KB_QUERIES,
+    text_column="body",
+    text_field="text",
+    ts_config="russian",
+    fielded=("type", "category"),
+    lexicon=("title",),
+)
+# Picked in 15_kb_chunking on the tune split of KB_QUERIES: sections by headings, long ones cut by sentences.
+KB_CHUNKING = ChunkSpec("heading", 200, 40)
+KB = chunked(KB_DOCUMENTS, KB_CHUNKING, name="kb", table="kb_chunks",
+             title="база знаний ТехноМира (фрагменты документов)")
