@@ -94,7 +94,9 @@ def describe(lab: Lab) -> str:
             f"эмбеддинги {lab.embed_model}, чат {lab.chat_model}.")
     loaded = lab.loaded
     if loaded is not None:
-        line += (f"\nКорпус: {count(loaded.documents, 'документ', 'документа', 'документов')}, "
+        units = (count(loaded.documents, 'фрагмент', 'фрагмента', 'фрагментов') + " документов"
+                 if lab.corpus.parent is not None else count(loaded.documents, 'документ', 'документа', 'документов'))
+        line += (f"\nКорпус «{lab.corpus.title}»: {units}, "
                  f"векторы размерности {loaded.dim} в {loaded.table}; "
                  f"новых эмбеддингов при загрузке: {loaded.embedded_texts}.")
         if loaded.kept:
