@@ -21,8 +21,11 @@ from labkit.agent.tools import (
     search_articles,
     tool_schema,
 )
+from labkit.core.chunked import chunked
+from labkit.core.chunking import Chunk, ChunkSpec, fixed_chunks, heading_chunks, sentence_chunks, span_overlap
 from labkit.core.context import Lab, LoadReport
 from labkit.core.corpora import CORPORA, DEFAULT_CORPUS, corpus_named, load_corpus, load_queries
+from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_DOCUMENTS
 from labkit.core.corpora.news import (
     COMPANIES,
     CORPUS_PATH,
@@ -44,12 +47,14 @@ from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_hom
 from labkit.core.text import count, model_size, plural, say, shorten
 from labkit.course.checks import (
     CheckResult,
+    check_chunker,
     check_entity_tool,
     check_model_table,
     check_weighted_rrf,
     exercise_questions,
     ready,
 )
+from labkit.course.checks.chunker import answer_spans, coverage_sweep
 from labkit.course.coursemap import course_map, course_map_markdown
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
@@ -102,6 +107,7 @@ from labkit.retrieval.branches.lexical import TS_CONFIG, lexical_sql, query_word
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
 from labkit.retrieval.branches.registry import BRANCHES, Branch, Need
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
+from labkit.retrieval.documents import collapse, document_hits
 from labkit.retrieval.fusion import (
     HYBRID_SQL,
     RRF_K,
@@ -145,7 +151,9 @@ __all__ = [
     "Settings", "get_settings", "lab_home", "normalize_host", "NO_TOOLS_MODEL", "LabError", "StackError",
     "up", "down", "status", "ensure_stack", "Lab", "setup", "open_lab", "ModelMissing", "check_models",
     # data: corpora as values, the news corpus' codes and files
-    "Corpus", "Field", "CORPORA", "DEFAULT_CORPUS", "NEWS", "corpus_named",
+    "Corpus", "Field", "CORPORA", "DEFAULT_CORPUS", "NEWS", "corpus_named", "KB", "KB_DOCUMENTS", "KB_CHUNKING",
+    "Chunk", "ChunkSpec", "chunked", "fixed_chunks", "sentence_chunks", "heading_chunks", "span_overlap", "collapse",
+    "document_hits", "coverage_sweep", "answer_spans",
     "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
     "RETRIEVAL_PATH", "SPLITS", "query_kinds",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
@@ -185,7 +193,7 @@ __all__ = [
     "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions", "evaluate_agent",
     "check_answer", "faithfulness_rate",
     # exercises
-    "CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
+    "CheckResult", "ready", "check_chunker", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
     # the course
     "course_map", "course_map_markdown",
     # texts for people
