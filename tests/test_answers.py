@@ -16,7 +16,7 @@ from labkit.agent.faithfulness import check_answer, cited_ids, extractive_answer
 from labkit.agent.markup import has_markup, strip_markup
 from labkit.agent.planner import TOPIC_GROUNDING, drop_ungrounded, is_grounded, route_calls
 from labkit.agent.routing import asks_count, check_scope, fallback_call, subject_query
-from labkit.agent.scope import Scope, names_news
+from labkit.agent.scope import Scope, asks_about_articles
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ["[6] Фигурист взял золото на чемпионате России, обновив личный рекорд",
@@ -128,7 +128,7 @@ def test_a_reply_that_was_only_markup_searches_when_the_question_shares_words():
     ("Привет, как дела?", False), ("Расскажи анекдот.", False),
 ])
 def test_questions_about_news_as_such(question, expected):
-    assert names_news(question) is expected
+    assert asks_about_articles(question) is expected
 
 
 def test_count_questions_and_subject_queries():

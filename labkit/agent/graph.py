@@ -48,6 +48,7 @@ __all__ = ["Agent", "AgentResult", "open_checkpointer", "planner_context", "esti
 # Tokens of the chat model's window the planner may fill: the embedded server loads every chat
 # model with 4096 (``--num-ctx``), as does Ollama by default. A longer request fails (embedded
 # server) or is cut from the front without a word (Ollama), so the planner's context is trimmed first.
+TRACE_PREVIEW_CHARS = 80  # a preview in trace_table: within pandas' column width, so pandas never cuts a word
 CONTEXT_TOKENS = 4096
 HISTORY_TOKENS = 1024  # at most this many (estimated) tokens of earlier questions: a follow-up needs the last few
 CHARS_PER_TOKEN = 2  # a low estimate on purpose: Russian text takes ~3 characters per token, digits and code fewer
@@ -112,6 +113,21 @@ class AgentResult:
         """The ids of the news the tools returned."""
         return retrieved_ids(self.sources)
 
+    def trace_table(self, width: int = TRACE_PREVIEW_CHARS) -> pd.DataFrame:
+        """The trace for people: Russian headers, «да»/«нет», arguments as ``key=value``, empty cells for steps
+        that made no model request, previews cut at a word boundary to `width` characters. Taught in 06_agent."""
+        frame = self.trace
+        return pd.DataFrame({
+            "узел": frame["node"],
+            "инструмент": frame["tool"],
+            "аргументы": [_arguments_text(a) for a in frame["arguments"]],
+            "успех": [_yes_no(ok) for ok in frame["ok"]],
+            "результат": [shorten(p, width) for p in frame["preview"]],
+            "секунд": frame["seconds"].round(2),
+            "токенов промпта": [_count_text(v) for v in frame["prompt_tokens"]],
+            "токенов ответа": [_count_text(v) for v in frame["eval_tokens"]],
+        })
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (used by ``./run.sh ask --json``)."""
         return {
@@ -128,6 +144,27 @@ class AgentResult:
             "cited_ids": self.cited,
             "retrieved_ids": self.retrieved,
         }
+
+
+def _arguments_text(arguments: Any) -> str:
+    """A call's arguments as «key=value, ...»; several calls joined with «; »."""
+    if isinstance(arguments, dict):
+        return ", ".join(f"{key}={value}" for key, value in arguments.items())
+    if isinstance(arguments, list):
+        return "; ".join(_arguments_text(a) for a in arguments)
+    return "" if arguments is None else str(arguments)
+
+
+def _yes_no(value: Any) -> str:
+    """«да», «нет», or empty for a step without an outcome (None, NaN)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return "да" if bool(value) else "нет"
+
+
+def _count_text(value: Any) -> str:
+    """A token count as text, empty where the step made no model request."""
+    return "" if value is None or pd.isna(value) else str(int(value))
 
 
 def open_checkpointer(settings: Settings) -> PostgresSaver:

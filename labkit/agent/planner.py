@@ -33,7 +33,7 @@ from labkit.agent.scope import Scope
 from labkit.agent.tools import tool_schema
 from labkit.models.chat import Reply, ask_model
 
-__all__ = ["FINAL_PROMPT", "REPLY_PROMPT", "SYSTEM_PROMPT", "PLAN_TOKENS", "ANSWER_TOKENS", "FakeStubbornChat", "Plan", "plan",
+__all__ = ["FINAL_PROMPT", "REPLY_PROMPT", "SYSTEM_PROMPT", "PLAN_TOKENS", "ANSWER_TOKENS", "FakeStubbornChat", "Plan", "plan", "check_reply",
            "GROUNDING", "TOPIC_GROUNDING", "LISTING_WORDS", "is_grounded", "grounded_values",
            "drop_ungrounded", "route_calls", "asks_count", "subject_query", "fallback_call", "check_scope"]
 
@@ -61,6 +61,26 @@ REPLY_PROMPT = (
 Plan = Reply  # a planner decision is one model reply: calls, content, error, timing, tokens
 
 
+def check_reply(reply: Reply, messages: Sequence[dict[str, Any]], tools: Sequence[Callable[..., Any]],
+                scope: Scope | None = None) -> Plan:
+    """One model reply after the planner's checks (what ``plan`` returns). Taught in 06_agent.
+
+    Model markup is cut from the text (``strip_markup``); calls are checked against the question
+    (``route_calls``, ``drop_ungrounded``) and, with the corpus' `scope`, against what the base is
+    about (``check_scope``). A reply left with neither calls nor text asks for an answer without tools.
+    """
+    reply = replace(reply, content=strip_markup(reply.content))
+    question = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+    if reply.error or not tools or not question:
+        return reply
+    calls = drop_ungrounded(route_calls(reply.calls, question, tools), question, tools) if reply.calls else []
+    if scope is not None:
+        calls = check_scope(calls, question, tools, scope, failed=not reply.calls and not reply.content)
+        if calls and not reply.calls:  # a call instead of the model's text: that text was not grounded in data
+            reply = replace(reply, content="")
+    return replace(reply, calls=calls)
+
+
 def plan(
     chat: Callable[..., Any],
     model: str,
@@ -72,23 +92,12 @@ def plan(
     """Ask the model once, with tool schemas and without reasoning; return its checked reply. Taught in 06_agent.
 
     `chat` is ``lab.models.chat`` (or a stand-in such as ``FakeStubbornChat``). A model without
-    tool support gives a reply whose ``error`` says so instead of raising. Model markup is cut
-    from the text (``strip_markup``); calls are checked against the question (``route_calls``,
-    ``drop_ungrounded``) and, with the corpus' `scope`, against what the base is about
-    (``check_scope``). A reply left with neither calls nor text asks for an answer without tools.
+    tool support gives a reply whose ``error`` says so instead of raising. The reply then goes
+    through ``check_reply`` (markup, the question, and with `scope` the corpus).
     """
     reply = ask_model(chat, model, messages, think=False, tools=[tool_schema(t) for t in tools],
                       num_predict=num_predict)
-    reply = replace(reply, content=strip_markup(reply.content))
-    question = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
-    if reply.error or not tools or not question:
-        return reply
-    calls = drop_ungrounded(route_calls(reply.calls, question, tools), question, tools) if reply.calls else []
-    if scope is not None:
-        calls = check_scope(calls, question, tools, scope, failed=not reply.calls and not reply.content)
-        if calls and not reply.calls:  # a call instead of the model's text: that text was not grounded in data
-            reply = replace(reply, content="")
-    return replace(reply, calls=calls)
+    return check_reply(reply, messages, tools, scope)
 
 
 class FakeStubbornChat:

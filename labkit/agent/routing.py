@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from labkit.agent.scope import Scope, names_news
+from labkit.agent.scope import Scope, asks_about_articles
 from labkit.agent.tools import tool_schema
 from labkit.core.corpora.news import TOPIC_GLOSSES
 
@@ -265,7 +265,7 @@ def check_scope(calls: list[dict[str, Any]], question: str, tools: Sequence[Call
     Everything else stays as the model chose it: a search for «О чём договорились страны ОПЕК+?»,
     whose words are the news' own, although it names no topic.
     """
-    about = names_news(question) or names_tool_values(question, tools)
+    about = asks_about_articles(question) or names_tool_values(question, tools)
     within = about or scope.within(question)
     if calls and not within:
         return []
