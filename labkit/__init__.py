@@ -6,9 +6,22 @@ every function below takes that ``Lab`` (or plain data) as its argument.
 ``import labkit`` starts nothing and loads no engine (Postgres server, llama.cpp, e5, LangGraph).
 """
 
-from labkit.agent.faithfulness import check_answer, faithfulness_rate
+from labkit.agent.faithfulness import check_answer, cited_ids, faithfulness_rate
 from labkit.agent.graph import Agent, AgentResult, open_checkpointer, planner_context
-from labkit.agent.planner import FINAL_PROMPT, SYSTEM_PROMPT, FakeStubbornChat, Plan, drop_ungrounded, plan, route_calls
+from labkit.agent.markup import strip_markup
+from labkit.agent.planner import (
+    FINAL_PROMPT,
+    REPLY_PROMPT,
+    SYSTEM_PROMPT,
+    FakeStubbornChat,
+    Plan,
+    check_reply,
+    check_scope,
+    drop_ungrounded,
+    plan,
+    route_calls,
+)
+from labkit.agent.scope import Scope, corpus_scope
 from labkit.agent.tools import (
     DEFAULT_TOOLS,
     Company,
@@ -187,11 +200,11 @@ __all__ = [
     # agent
     "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
     "get_metrics", "search_articles", "tool_schema",
-    "Reply", "ask_model", "split_thinking", "FINAL_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan", "plan",
-    "route_calls", "drop_ungrounded",
+    "Reply", "ask_model", "split_thinking", "FINAL_PROMPT", "REPLY_PROMPT", "SYSTEM_PROMPT", "FakeStubbornChat", "Plan",
+    "plan", "check_reply", "route_calls", "drop_ungrounded", "check_scope", "Scope", "corpus_scope", "strip_markup",
     "Agent", "AgentResult", "open_checkpointer", "planner_context",
     "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions", "evaluate_agent",
-    "check_answer", "faithfulness_rate",
+    "check_answer", "cited_ids", "faithfulness_rate",
     # exercises
     "CheckResult", "ready", "check_chunker", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
     # the course

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,24 +12,46 @@ import pytest
 
 import labkit as lk
 from labkit.agent.entity_tool import FINAL_TOOLS, search_by_entity
-from labkit.agent.faithfulness import check_answer, extractive_answer, strip_ids
+from labkit.agent.faithfulness import check_answer, cited_ids, extractive_answer, retrieved_ids
+from labkit.agent.markup import has_markup, strip_markup
 from labkit.agent.planner import TOPIC_GROUNDING, drop_ungrounded, is_grounded, route_calls
+from labkit.agent.routing import asks_count, check_scope, fallback_call, subject_query
+from labkit.agent.scope import Scope, asks_about_articles
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ["[6] Фигурист взял золото на чемпионате России, обновив личный рекорд",
            "[9] Банк России сохранил ключевую ставку на уровне 16 процентов"]
 
 
-def test_a_faithful_retelling_passes():
-    answer = "Фигурист взял золото на чемпионате России, а Банк России сохранил ключевую ставку на уровне 16 процентов."
-    assert check_answer(answer, [strip_ids(r) for r in RESULTS], "Что нового?").ok
+def test_a_faithful_retelling_with_citations_passes():
+    answer = "Фигурист взял золото на чемпионате России [6], а Банк России сохранил ключевую ставку на уровне 16 процентов [9]."
+    assert check_answer(answer, RESULTS, "Что нового?").ok
+    after = "Фигурист взял золото на чемпионате России, обновив личный рекорд. [6] Банк России сохранил ставку [9]."
+    assert check_answer(after, RESULTS, "Что нового?").ok, "a citation right after the sentence's end is its own"
+    assert cited_ids(answer) == [6, 9] and retrieved_ids(RESULTS) == [6, 9]
+
+
+@pytest.mark.parametrize(("answer", "problem"), [
+    ("Фигурист взял золото на чемпионате России [12].", "ссылка [12] не на найденную новость"),
+    ("Фигурист взял золото на чемпионате России.", "без ссылки на новость"),
+    ("Фигурист взял золото на чемпионате России [9].", "не держится на процитированной новости"),
+    ("Фигурист взял золото [6], а ставку сохранили [6, 44].", "ссылка [44]"),
+])
+def test_citations_must_name_the_news_that_hold_the_sentence(answer, problem):
+    verdict = check_answer(answer, RESULTS, "Что нового?")
+    assert not verdict.ok and any(problem in p for p in verdict.problems), verdict.problems
+
+
+def test_a_count_needs_no_citation_and_cites_nothing():
+    assert check_answer("По теме «спорт» в базе 7 новостей.", ["По теме «спорт» в базе 7 новостей."]).ok
+    assert not check_answer("В базе 7 новостей о спорте [3].", ["По теме «спорт» в базе 7 новостей."]).ok
 
 
 @pytest.mark.parametrize(("answer", "problem"), [
     ("Физикист взял золото на чемпионате России.", "слово «Физикист»"),  # a garbled fact seen in a real answer
     ("Ставку сохранили на уровне 17 процентов.", "число 17"),
     ("5 новостей по теме finance.", "служебный код finance"),
-    ("В новости [6] фигурист взял золото.", "номер документа [6]"),
+    ("Фигурист взял золото <tools></tools> [6].", "разметка модели"),
     ("В базе есть 3 новость про спорт.", "«3 новость»: нужно «3 новости»"),
     ("Фигурист сохранил ключевую ставку на чемпионате процентов.", "смешивает разные новости"),
     ("В базе новостей о происшествиях 2.", "число 2"),  # as many as the results, but not a count of them
@@ -36,16 +59,84 @@ def test_a_faithful_retelling_passes():
     ("Ставку сохранили в Париже.", "слово «Париже»"),
 ])
 def test_unfaithful_answers_are_caught(answer, problem):
-    verdict = check_answer(answer, [strip_ids(r) for r in [*RESULTS, "По теме «спорт» в базе 3 новости, 5 новостей"]],
-                           "Сколько?")
+    verdict = check_answer(answer, [*RESULTS, "По теме «спорт» в базе 3 новости, 5 новостей"], "Сколько?")
     assert not verdict.ok and any(problem in p for p in verdict.problems), verdict.problems
 
 
-def test_the_fallback_quotes_the_results_and_is_faithful():
+def test_the_fallback_quotes_the_results_with_their_ids_and_is_faithful():
     answer = extractive_answer(RESULTS)
-    assert answer.startswith("Нашлось 2 новости:") and "[6]" not in answer
-    assert check_answer(answer, [strip_ids(r) for r in RESULTS]).ok
+    assert answer.startswith("Нашлось 2 новости:") and "[6]" in answer and "[9]" in answer
+    assert check_answer(answer, RESULTS).ok
+    single = extractive_answer(RESULTS[:1])
+    assert single.endswith("[6].") and check_answer(single, RESULTS[:1]).ok
     assert extractive_answer([]) == "В базе ничего не нашлось."
+
+
+@pytest.mark.parametrize(("text", "clean"), [
+    ("<tools></tools>", ""),
+    ("<tool_call>\n{\"name\": \"search_articles\", \"arguments\": {\"query\": \"нефть\"}}\n</tool_call>", ""),
+    ('{"name": "get_metrics", "arguments": {"topic": "sport"}}', ""),
+    ('Ищу: {"name": "search_articles", "argu', "Ищу:"),  # an object cut by the token limit
+    ("```json\n[{\"name\": \"x\"}]\n```", ""),
+    ("Привет! Чем помочь?<|im_end|>", "Привет! Чем помочь?"),
+    ("Фигурист взял золото [6], ставку сохранили [6, 9].", "Фигурист взял золото [6], ставку сохранили [6, 9]."),
+    ("Фигурные {скобки} и [квадратные] остаются.", "Фигурные {скобки} и [квадратные] остаются."),
+])
+def test_model_markup_is_stripped_and_citations_stay(text, clean):
+    assert strip_markup(text) == clean
+    assert has_markup(text) is (clean != text)
+
+
+def _scope(*words: str) -> Scope:
+    """A scope whose analyser cuts words to their first five letters (the real one asks Postgres)."""
+    def analyse(text: str) -> set[str]:
+        return {w.casefold()[:5] for w in re.findall(r"\w+", text) if len(w) >= 3}
+
+    return Scope(frozenset(w[:5] for w in words), analyse)
+
+
+SCOPE = _scope("опек", "договорилась", "мира", "золото", "фигурист")
+
+
+@pytest.mark.parametrize(("question", "calls", "expected"), [
+    # small talk loses its search: nothing in it is about the news or shared with them
+    ("Какая столица Франции?", [("search_articles", {"query": "столица Франции"})], []),
+    ("Сколько будет дважды два?", [("get_metrics", {"topic": "sport"})], []),
+    # a question about the news that got no call gets one
+    ("Расскажи про спорт.", [], [("search_articles", {"query": "спорт"})]),
+    ("Что пишут о Магните?", [], [("search_by_entity", {"company": "Магнит"})]),
+    ("Сколько новостей о происшествиях?", [], [("get_metrics", {"topic": "incident"})]),
+    # shared words alone keep the model's call, and its choice to answer itself
+    ("О чём договорились страны ОПЕК+?", [("search_articles", {"query": "ОПЕК+"})], [("search_articles", {"query": "ОПЕК+"})]),
+    ("Кто написал «Войну и мира»?", [], []),
+    # one word of three shared («мира» of «чемпионата мира») is not the news' language
+    ("Кто написал «Войну и мира»?", [("search_articles", {"query": "Война и мир"})], []),
+])
+def test_scope_drops_small_talk_searches_and_adds_a_call_for_news_questions(question, calls, expected):
+    given = [{"name": n, "arguments": a} for n, a in calls]
+    assert [(c["name"], c["arguments"]) for c in check_scope(given, question, FINAL_TOOLS, SCOPE)] == expected
+
+
+def test_a_reply_that_was_only_markup_searches_when_the_question_shares_words():
+    assert check_scope([], "О чём договорились страны ОПЕК+?", FINAL_TOOLS, SCOPE, failed=True) == [
+        {"name": "search_articles", "arguments": {"query": "чём договорились страны ОПЕК"}}]
+    assert check_scope([], "Посоветуй фильм.", FINAL_TOOLS, SCOPE, failed=True) == []
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Что пишут о выборах?", True), ("Какие новости есть?", True), ("Что известно о нефти?", True),
+    ("Привет, как дела?", False), ("Расскажи анекдот.", False),
+])
+def test_questions_about_news_as_such(question, expected):
+    assert asks_about_articles(question) is expected
+
+
+def test_count_questions_and_subject_queries():
+    assert asks_count("Как много в базе новостей о спорте?") and asks_count("Какое количество новостей о финансах?")
+    assert not asks_count("Сколько стоит золото?") and not asks_count("Какие есть новости про спорт?")
+    assert subject_query("Какие есть новости про спорт?") == "спорт"
+    assert subject_query("Расскажи что-нибудь о недвижимости.") == "недвижимости"
+    assert fallback_call("Привет", FINAL_TOOLS[:1]) == {"name": "search_articles", "arguments": {"query": "Привет"}}
 
 
 @pytest.mark.parametrize(("value", "question", "expected"), [
@@ -131,6 +222,10 @@ def test_eval_agent_scores_choice_and_faithfulness(settings, tmp_path):
     # two values of one filter asked for: no filter
     ("Покажи все новости про Сбербанк, и хорошие, и плохие.", ("search_by_entity", {"company": "Сбербанк", "tone": "positive"}),
      ("search_by_entity", {"company": "Сбербанк"})),
+    # a count where the question asks for the news themselves
+    ("Какие есть новости про спорт?", ("get_metrics", {"topic": "sport"}), ("search_articles", {"query": "спорт"})),
+    ("Что плохого пишут о Газпроме?", ("get_metrics", {"topic": "finance"}),
+     ("search_by_entity", {"company": "Газпром", "tone": "negative"})),
 ])
 def test_a_call_meant_for_another_tool_is_routed_there(question, call, expected):
     name, arguments = call
@@ -146,6 +241,7 @@ def test_a_call_meant_for_another_tool_is_routed_there(question, call, expected)
     ("Что пишет Сбербанк о GigaChat?", ("search_articles", {"query": "Сбербанк GigaChat"})),  # a subject beyond the filter
     ("Что известно о добыче нефти?", ("search_articles", {"query": "добыча нефти"})),
     ("Какие новости есть про Яндекс?", ("search_by_entity", {"company": "Яндекс"})),
+    ("А сколько про финансы?", ("get_metrics", {"topic": "finance"})),  # a follow-up of a count question
 ])
 def test_calls_the_question_does_not_contradict_are_left_alone(question, call):
     name, arguments = call

@@ -33,6 +33,7 @@ from labkit.evaluation.tool_choice import evaluate_tool_choice, load_agent_quest
 from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import ask_model
 from labkit.models.embedding import BATCH_SIZE, QWEN3_TASK, embed_documents, embed_query
+from labkit.services.modelserver.app import canonical_name as served_canonical_name
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -118,6 +119,8 @@ def test_canonical_name_is_ollamas_full_model_name():
     assert canonical_name("deepseek-r1:1.5b") == "registry.ollama.ai/library/deepseek-r1:1.5b"
     assert canonical_name("llama3.2") == "registry.ollama.ai/library/llama3.2:latest"
     assert canonical_name("me/tuned:q4") == "registry.ollama.ai/me/tuned:q4"
+    for name in ("deepseek-r1:1.5b", "llama3.2", "me/tuned:q4", "host.example/me/tuned:q4"):
+        assert served_canonical_name(name) == canonical_name(name), "the embedded server names models as Ollama does"
 
 
 # --- health check: GET /api/version -----------------------------------------------------------------------------
@@ -333,11 +336,13 @@ def test_agent_on_a_model_without_tools_hands_over_to_a_human(fake):
 def test_agent_sends_tool_history_as_ollama_documents_it(serve):
     # The documented reply asks for get_weather, which is no tool of the lab: call_tool refuses it before
     # any SQL, so the planner is asked again with the call and its error in the history, until max_errors.
+    # No scope check: it would read the corpus' words from Postgres (and drop a call on the weather, which the
+    # news do not cover); here only the messages sent to the server are at stake.
     from langgraph.checkpoint.memory import InMemorySaver
 
     fake = serve(chat_reply="chat_tool_calls")
     agent = Agent(cast("Lab", RefusingLab()), model="qwen3:1.7b", chat=ollama.Client(host=fake.url).chat,
-                  checkpointer=InMemorySaver(), max_errors=2)
+                  checkpointer=InMemorySaver(), max_errors=2, scope=False)
     result = agent.ask("Какая погода в Токио?")
     agent.close()
     assert result.requires_human and result.errors == 2

@@ -13,8 +13,9 @@ import ollama
 import pytest
 
 import labkit as lk
+from labkit.core.settings import EMBEDDED_DEFAULTS
 from labkit.models import embedding
-from labkit.services.modelserver.app import VERSION
+from labkit.services.modelserver.app import VERSION, canonical_name
 from labkit.services.pgembedded import free_port
 
 pytestmark = pytest.mark.services
@@ -23,7 +24,8 @@ CHAT = "qwen2.5-coder:1.5b"
 SMALL = "qwen2.5-coder:0.5b"
 EMBED = "multilingual-e5-small:q4"
 QWEN_EMBED = "qwen2.5-coder-embed:0.5b"  # llama.cpp embeddings of SMALL's GGUF
-SERVED = (CHAT, SMALL, EMBED, QWEN_EMBED)
+NO_TOOLS = "qwen2.5-coder-notools:0.5b"  # SMALL's GGUF registered without tool support (exercise 08)
+SERVED = (CHAT, SMALL, EMBED, QWEN_EMBED, NO_TOOLS)
 FAST = {"temperature": 0, "seed": 1, "num_predict": 64}
 
 # Content of the seed article's SYSTEM prompt and its two tools.
@@ -97,6 +99,8 @@ def test_lists_the_served_models(client, host):
     assert client.show(CHAT).capabilities == ["completion", "tools"]
     assert client.show(EMBED).capabilities == ["embedding"]
     assert client.show(QWEN_EMBED).capabilities == ["embedding"]
+    assert client.show(NO_TOOLS).capabilities == ["completion"]
+    assert EMBEDDED_DEFAULTS["no_tools_model"] == NO_TOOLS
 
 
 def test_bad_requests_get_clear_errors_and_keep_the_connection_usable(host):
@@ -240,13 +244,27 @@ HI = [{"role": "user", "content": "hi"}]
     (EMBED, lambda c, m: c.chat(model=m, messages=HI, think=True), '"{}" does not support thinking'),
     (EMBED, lambda c, m: c.chat(model=m, messages=HI), '"{}" does not support chat'),
     (QWEN_EMBED, lambda c, m: c.chat(model=m, messages=HI, tools=SEED_TOOLS), '"{}" does not support chat'),
+    (NO_TOOLS, lambda c, m: c.chat(model=m, messages=HI, tools=SEED_TOOLS), "{} does not support tools"),
+    (NO_TOOLS, lambda c, m: list(c.chat(model=m, messages=HI, tools=SEED_TOOLS, stream=True)),
+     "{} does not support tools"),
+    (NO_TOOLS, lambda c, m: c.chat(model=m, messages=[], tools=SEED_TOOLS), "{} does not support tools"),
     (CHAT, lambda c, m: c.embed(model=m, input="x"), "{} does not support embedding"),
     (SMALL, lambda c, m: c.embeddings(model=m, prompt="x"), "{} does not support embedding"),
 ], ids=["think", "think-high", "think-stream", "think-load", "think-embed-model", "chat-embed-model",
-        "tools-embed-model", "embed-chat-model", "legacy-embeddings-chat-model"])
+        "tools-embed-model", "tools-no-tools-model", "tools-no-tools-stream", "tools-no-tools-load", "embed-chat-model",
+        "legacy-embeddings-chat-model"])
 def test_unsupported_capability_is_ollamas_400(client, model, call, message):
-    """Ollama 0.13's words (routes.go ChatHandler, handleScheduleError); none of these models can think."""
-    assert _refusal(lambda: call(client, model)) == message.format(model)
+    """Ollama 0.13's words (routes.go ChatHandler, handleScheduleError); none of these models can think.
+
+    The tools refusal names the model canonically, as scheduleRunner's ``fmt.Errorf("%s %w", name, err)`` does.
+    """
+    name = canonical_name(model) if "tools" in message and "chat" not in message else model
+    assert _refusal(lambda: call(client, model)) == message.format(name)
+
+
+def test_the_model_without_tools_still_chats_without_them(client):
+    reply = client.chat(model=NO_TOOLS, messages=HI, options=FAST)
+    assert reply.message.content and not reply.message.tool_calls
 
 
 def test_think_false_or_absent_is_an_ordinary_request(client, host):

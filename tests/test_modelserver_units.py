@@ -193,7 +193,12 @@ def test_bad_think_values_are_refused(think, error):
 
 def test_llama_cpp_models_name_shipped_weights_and_their_width():
     by_weights = {name: info for name, info in MODELS.items() if info.gguf}
-    assert set(by_weights) == {"qwen2.5-coder:1.5b", "qwen2.5-coder:0.5b", "qwen2.5-coder-embed:0.5b"}
+    assert set(by_weights) == {"qwen2.5-coder:1.5b", "qwen2.5-coder:0.5b", "qwen2.5-coder-embed:0.5b",
+                               "qwen2.5-coder-notools:0.5b"}
+    assert [name for name, info in MODELS.items() if info.kind == "chat" and not info.tools] == [
+        "qwen2.5-coder-notools:0.5b"], "one chat model without tools, on weights another name serves with them"
+    assert MODELS["qwen2.5-coder-notools:0.5b"].gguf == MODELS["qwen2.5-coder:0.5b"].gguf
+    assert MODELS["qwen2.5-coder-notools:0.5b"].capabilities == ["completion"]
     assert all(info.digest == weights.GGUF_MODELS[info.gguf].sha256 for info in by_weights.values())
     assert MODELS["qwen2.5-coder-embed:0.5b"].embedding_length == MODELS[MODELS["qwen2.5-coder-embed:0.5b"].gguf].embedding_length
     assert (MODELS["multilingual-e5-small:q4"].gguf, MODELS["multilingual-e5-small:q4"].digest) == ("", "")

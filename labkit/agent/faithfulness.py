@@ -1,13 +1,17 @@
 """Is an agent's answer faithful to what the tools returned? An automatic check (taught in 06_agent).
 
 A small model retelling search results invents: a «фигурист» became a «физикист», a count
-came out as «3 новость», a topic code («finance») leaked into the Russian prose. The check
+came out as «3 новость», a topic code («finance») leaked into the Russian prose. The answer
+cites the news it retells by their ids, ``[12]``, as the tool results show them. The check
 reads the answer against the tool results and the question and lists every problem:
 
+* a cited id that is not among the news the tools returned (an invented source);
+* a sentence retelling news without citing any (when the tools returned news);
 * a number in the answer that is in neither the results nor the question («Нашлось N» excepted);
-* an internal code (a topic or tone code, a tool name, a ``[12]`` document id);
+* an internal code (a topic or tone code, a tool name) or model markup (``<tools>``, JSON);
 * a content word whose stem is in neither the results nor the question (an invented fact);
-* a sentence whose content words no single result line mostly holds (facts of two news mixed into one);
+* a clause whose content words no single cited news item mostly holds (facts of two news mixed
+  into one, or a fact put on the wrong source);
 * a count of news whose noun form disagrees with the number («3 новость»).
 
 It is strict on purpose: the agent falls back to quoting the results when its retelling fails.
@@ -19,17 +23,21 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from labkit.agent.markup import has_markup
 from labkit.core.corpora.news import TONES, TOPICS
 from labkit.core.text import plural
 
-__all__ = ["Faithfulness", "check_answer", "faithfulness_rate", "strip_ids", "extractive_answer", "STEM"]
+__all__ = ["Faithfulness", "check_answer", "faithfulness_rate", "strip_ids", "extractive_answer", "cited_ids",
+           "retrieved_ids", "STEM"]
 
 STEM = 5  # letters compared: «фигурист»/«фигуристка» share «фигур», «физикист» does not
-COVERAGE = 0.75  # share of a sentence's content words one result line must hold
+COVERAGE = 0.75  # share of a clause's content words one (cited) result line must hold
 _WORD = re.compile(r"[а-яёa-z]+", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 _COUNTED = re.compile(r"(\d+)\s+(новост[а-яё]*)", re.IGNORECASE)
-_DOC_ID = re.compile(r"\[\d+\]")
+_CITATION = re.compile(r"\[\s*(\d+(?:\s*,\s*\d+)*)\s*\]")  # [12] or [12, 15]
+_RESULT_LINE = re.compile(r"^\[(\d+)\]\s*(.*)$")  # a news item as format_result shows it: [12] text (details)
+_SENTENCE_END = re.compile(r"(?<=[.!?…])(?:\s*\[[\d,\s]+\])*\s+|(?<=\])\s*[.!?…]+\s*")
 # Numbers written as words count as numbers: «три новости» must match a 3 in the data.
 _NUMBER_WORDS = {stem: n for n, stems in enumerate([
     (), ("один", "одна", "одно", "одну"), ("два", "две", "двух"), ("три", "трёх", "трех"), ("четыр",), ("пять", "пяти"),
@@ -59,14 +67,64 @@ def _stems(texts: Iterable[str]) -> set[str]:
     return {word.casefold()[:STEM] for text in texts for word in _WORD.findall(text)}
 
 
+def cited_ids(answer: str) -> list[int]:
+    """The news ids an answer cites (``[12]``, ``[12, 15]``), in order, each once."""
+    found = [int(n) for group in _CITATION.findall(answer) for n in group.split(",")]
+    return list(dict.fromkeys(found))
+
+
+def retrieved_ids(results: Sequence[str]) -> list[int]:
+    """The ids of the news the tool results hold (their lines ``[12] text``), in order, each once."""
+    return list(dict.fromkeys(int(m.group(1)) for text in results for line in text.splitlines()
+                              if (m := _RESULT_LINE.match(line.strip()))))
+
+
+def _sentences(answer: str) -> list[str]:
+    """The answer's sentences: a line is never joined to the next, a citation written right after a sentence's
+    end on its line («… рекорд. [6]») belongs to that sentence, one opening a line («[6] Фигурист…») to its own."""
+    parts = []
+    for line in answer.splitlines():
+        start = 0
+        for match in _SENTENCE_END.finditer(line):
+            parts.append(line[start:match.end()])
+            start = match.end()
+        parts.append(line[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _content(text: str) -> set[str]:
+    """The stems of the content words of `text` (long words that are not how Russian talks about news)."""
+    return {w.casefold()[:STEM] for w in _WORD.findall(text) if len(w) >= STEM and not w.casefold().startswith(_FRAME)}
+
+
 def check_answer(answer: str, results: Sequence[str], question: str = "") -> Faithfulness:
-    """Check `answer` against the tool `results` (the texts the model read) and the `question`."""
-    sources = [*results, question]
+    """Check `answer` against the tool `results` (as the tools returned them, ids included) and the `question`.
+
+    Taught in 06_agent. When the results hold news (lines ``[12] text``), every sentence that retells
+    them must cite at least one, every cited id must be one of them, and each clause must be held by
+    a news item it (or its sentence) cites.
+    """
+    lines: dict[int | None, list[str]] = {}
+    for text in results:
+        for line in text.splitlines():
+            if line.strip():
+                match = _RESULT_LINE.match(line.strip())
+                key, body = (int(match.group(1)), match.group(2)) if match else (None, line.strip())
+                lines.setdefault(key, []).append(body)
+    documents = {key: " ".join(bodies) for key, bodies in lines.items() if key is not None}
+    texts = [body for bodies in lines.values() for body in bodies]
+    sources = [*texts, question]
     problems: list[str] = []
+    cited = cited_ids(answer)
+    problems += [f"ссылка [{i}] не на найденную новость" for i in cited if i not in documents]
+    prose = _CITATION.sub(" ", answer)  # the citations are checked above; below, the words
+    if not _WORD.search(prose):
+        problems.append("в ответе нет ни слова, только ссылки" if cited else "пустой ответ")
+    if has_markup(answer):
+        problems.append("разметка модели в ответе")
     known_numbers = {n.replace(",", ".") for text in sources for n in _NUMBER.findall(text)}
     known = _stems(sources)
-    lines = [line for text in results for line in text.splitlines() if line.strip()]
-    counted = re.sub(rf"^Нашлось {len(lines)} ", "Нашлось ", answer)  # how many results: said only as extractive_answer does
+    counted = re.sub(rf"^Нашлось {len(texts)} ", "Нашлось ", prose)  # how many results: said only as extractive_answer does
     problems += [f"число {n} не из данных" for n in _NUMBER.findall(counted)
                  if n.replace(",", ".") not in known_numbers]
     for word in _WORD.findall(counted):
@@ -75,20 +133,30 @@ def check_answer(answer: str, results: Sequence[str], question: str = "") -> Fai
         if value is not None and str(value) not in known_numbers and word.casefold()[:STEM] not in known:
             problems.append(f"число «{word}» ({value}) не из данных")
     problems += [f"служебный код {code}" for code in _CODES
-                 if re.search(rf"(?<![\w-]){re.escape(code)}(?![\w-])", answer, re.IGNORECASE)]
-    problems += [f"номер документа {match}" for match in _DOC_ID.findall(answer)]
-    for word in _WORD.findall(answer):
+                 if re.search(rf"(?<![\w-]){re.escape(code)}(?![\w-])", prose, re.IGNORECASE)]
+    for word in _WORD.findall(prose):
         stem = word.casefold()[:STEM]
         if len(word) >= STEM and stem not in known and not word.casefold().startswith(_FRAME):
             problems.append(f"слово «{word}» не из данных")
-    line_stems = [_stems([line]) for line in lines]
-    for sentence in re.split(r"[.!?;,]+", answer):  # a clause at a time: «X, а Y» may join two news
-        words = {w.casefold()[:STEM] for w in _WORD.findall(sentence)
-                 if len(w) >= STEM and not w.casefold().startswith(_FRAME)}
-        best = max((len(words & stems) for stems in line_stems), default=0)
-        if len(words) >= 3 and best < COVERAGE * len(words):
-            problems.append(f"фраза «{sentence.strip()[:60]}» смешивает разные новости")
-    for number, noun in _COUNTED.findall(answer):
+    def shown(clause: str) -> str:
+        return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(_CITATION.sub(" ", clause).split()))[:60]
+
+    every_line = [_stems([text]) for text in texts]
+    for sentence in _sentences(answer):
+        own = [i for i in cited_ids(sentence) if i in documents]
+        if documents and _content(_CITATION.sub(" ", sentence)) and not cited_ids(sentence):
+            problems.append(f"фраза «{shown(sentence)}» без ссылки на новость")
+        for clause in re.split(r"[;,]+", sentence):  # a clause at a time: «X, а Y» may join two news
+            words = _content(_CITATION.sub(" ", clause))
+            if len(words) < 3:
+                continue
+            held = [i for i in cited_ids(clause) if i in documents] or own
+            candidates = [_stems([documents[i]]) for i in held] if held else every_line
+            best = max((len(words & stems) for stems in candidates), default=0)
+            if best < COVERAGE * len(words):
+                problems.append(f"фраза «{shown(clause)}» не держится на процитированной новости" if held
+                                else f"фраза «{shown(clause)}» смешивает разные новости")
+    for number, noun in _COUNTED.findall(prose):
         right = plural(int(number), "новость", "новости", "новостей")
         if noun.casefold() != right and noun.casefold() in ("новость", "новости", "новостей"):
             problems.append(f"«{number} {noun}»: нужно «{number} {right}»")
@@ -101,16 +169,25 @@ def faithfulness_rate(verdicts: Sequence[Faithfulness]) -> float:
 
 
 def strip_ids(result: str) -> str:
-    """A tool result without its ``[12]`` document ids: the model then has none to leak."""
+    """A tool result without its ``[12]`` document ids (the text a person reads in a quote)."""
     return re.sub(r"^\[\d+\]\s*", "", result, flags=re.MULTILINE)
 
 
 def extractive_answer(results: Sequence[str]) -> str:
-    """An answer that only quotes the results (faithful by construction): the fallback of a failed retelling."""
-    lines = [line.strip() for text in results for line in strip_ids(text).splitlines() if line.strip()]
-    if not lines:
+    """An answer that only quotes the results, each news with its id (faithful by construction).
+
+    The fallback of a failed retelling. Taught in 06_agent.
+    """
+    items = []
+    for text in results:
+        for line in text.splitlines():
+            if line.strip():
+                match = _RESULT_LINE.match(line.strip())
+                items.append((match.group(2).strip(), f" [{match.group(1)}]") if match else (line.strip(), ""))
+    if not items:
         return "В базе ничего не нашлось."
-    if len(lines) == 1:
-        return lines[0] if lines[0].endswith(".") else f"{lines[0]}."
-    quoted = "; ".join(f"«{line}»" for line in lines)
-    return f"Нашлось {len(lines)} {plural(len(lines), 'новость', 'новости', 'новостей')}: {quoted}."
+    if len(items) == 1:
+        body, cite = items[0]
+        return f"{body.rstrip('.')}{cite}."
+    quoted = "; ".join(f"«{body}»{cite}" for body, cite in items)
+    return f"Нашлось {len(items)} {plural(len(items), 'новость', 'новости', 'новостей')}: {quoted}."

@@ -3,8 +3,11 @@
 Taught in 06_agent. The planner talks to the model through the official ``ollama``
 client (no LangChain wrapper). A tool error goes back to the planner with the
 error text; after ``max_errors`` errors the graph stops honestly with
-``requires_human=True``. Every run of a thread is checkpointed in the lab
-database, so a thread can be continued after a kernel restart.
+``requires_human=True``. A planner reply with neither a call nor text (its call was
+small talk's, or it was only markup) goes to ``reply``, one answer without tools.
+The answer cites the news it retells (``[12]``) and is checked against them. Every
+run of a thread is checkpointed in the lab database, so a thread can be continued
+after a kernel restart.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
-from labkit.agent.faithfulness import check_answer, extractive_answer, strip_ids
-from labkit.agent.planner import ANSWER_TOKENS, FINAL_PROMPT, PLAN_TOKENS, SYSTEM_PROMPT, plan
+from labkit.agent.faithfulness import check_answer, cited_ids, extractive_answer, retrieved_ids
+from labkit.agent.markup import strip_markup
+from labkit.agent.planner import ANSWER_TOKENS, FINAL_PROMPT, PLAN_TOKENS, REPLY_PROMPT, SYSTEM_PROMPT, plan
+from labkit.agent.scope import corpus_scope
 from labkit.agent.tools import DEFAULT_TOOLS, call_tool, format_result, tool_schema
 from labkit.core.settings import Settings
 from labkit.core.text import ERROR_CHARS, PREVIEW_CHARS, shorten
@@ -43,6 +48,7 @@ __all__ = ["Agent", "AgentResult", "open_checkpointer", "planner_context", "esti
 # Tokens of the chat model's window the planner may fill: the embedded server loads every chat
 # model with 4096 (``--num-ctx``), as does Ollama by default. A longer request fails (embedded
 # server) or is cut from the front without a word (Ollama), so the planner's context is trimmed first.
+TRACE_PREVIEW_CHARS = 80  # a preview in trace_table: within pandas' column width, so pandas never cuts a word
 CONTEXT_TOKENS = 4096
 HISTORY_TOKENS = 1024  # at most this many (estimated) tokens of earlier questions: a follow-up needs the last few
 CHARS_PER_TOKEN = 2  # a low estimate on purpose: Russian text takes ~3 characters per token, digits and code fewer
@@ -91,11 +97,36 @@ class AgentResult:
 
     @property
     def faithful(self) -> bool | None:
-        """Does the answer hold to the sources (``check_answer``)? None when no tool returned data or the agent
-        handed the question to a human (its message reports the failure, not the data)."""
+        """Does the answer hold to the sources and cite them (``check_answer``)? None when no tool returned data
+        or the agent handed the question to a human (its message reports the failure, not the data)."""
         if not self.sources or self.requires_human:
             return None
-        return check_answer(self.answer, [strip_ids(s) for s in self.sources], self.question).ok
+        return check_answer(self.answer, self.sources, self.question).ok
+
+    @property
+    def cited(self) -> list[int]:
+        """The news ids the answer cites."""
+        return cited_ids(self.answer)
+
+    @property
+    def retrieved(self) -> list[int]:
+        """The ids of the news the tools returned."""
+        return retrieved_ids(self.sources)
+
+    def trace_table(self, width: int = TRACE_PREVIEW_CHARS) -> pd.DataFrame:
+        """The trace for people: Russian headers, «да»/«нет», arguments as ``key=value``, empty cells for steps
+        that made no model request, previews cut at a word boundary to `width` characters. Taught in 06_agent."""
+        frame = self.trace
+        return pd.DataFrame({
+            "узел": frame["node"],
+            "инструмент": frame["tool"],
+            "аргументы": [_arguments_text(a) for a in frame["arguments"]],
+            "успех": [_yes_no(ok) for ok in frame["ok"]],
+            "результат": [shorten(p, width) for p in frame["preview"]],
+            "секунд": frame["seconds"].round(2),
+            "токенов промпта": [_count_text(v) for v in frame["prompt_tokens"]],
+            "токенов ответа": [_count_text(v) for v in frame["eval_tokens"]],
+        })
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (used by ``./run.sh ask --json``)."""
@@ -110,7 +141,30 @@ class AgentResult:
             "seconds": round(self.seconds, 3),
             "faithful": self.faithful,
             "retelling_ok": self.retelling_ok,
+            "cited_ids": self.cited,
+            "retrieved_ids": self.retrieved,
         }
+
+
+def _arguments_text(arguments: Any) -> str:
+    """A call's arguments as «key=value, ...»; several calls joined with «; »."""
+    if isinstance(arguments, dict):
+        return ", ".join(f"{key}={value}" for key, value in arguments.items())
+    if isinstance(arguments, list):
+        return "; ".join(_arguments_text(a) for a in arguments)
+    return "" if arguments is None else str(arguments)
+
+
+def _yes_no(value: Any) -> str:
+    """«да», «нет», or empty for a step without an outcome (None, NaN)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return "да" if bool(value) else "нет"
+
+
+def _count_text(value: Any) -> str:
+    """A token count as text, empty where the step made no model request."""
+    return "" if value is None or pd.isna(value) else str(int(value))
 
 
 def open_checkpointer(settings: Settings) -> PostgresSaver:
@@ -182,7 +236,8 @@ class Agent:
 
     Taught in 06_agent. Tools run on ``lab``; ``chat`` defaults to the lab's model client
     (``lab.models.chat``); ``checkpointer`` defaults to a PostgresSaver in the lab database
-    on a connection of its own, closed by ``close()``.
+    on a connection of its own, closed by ``close()``. With ``scope`` (the default) the planner's
+    calls are also checked against what the corpus is about (``labkit.agent.routing.check_scope``).
     """
 
     def __init__(
@@ -196,6 +251,7 @@ class Agent:
         chat: Callable[..., Any] | None = None,
         max_errors: int = 3,
         recursion_limit: int = 16,
+        scope: bool = True,
     ) -> None:
         self.lab = lab
         self.model = model or lab.chat_model
@@ -204,6 +260,7 @@ class Agent:
         self.chat = chat if chat is not None else lab.models.chat
         self.max_errors = max_errors
         self.recursion_limit = recursion_limit
+        self.scope = corpus_scope(lab) if scope else None
         self._owns_checkpointer = checkpointer is None
         self.checkpointer = checkpointer if checkpointer is not None else open_checkpointer(lab.settings)
         self.graph = self._build().compile(checkpointer=self.checkpointer)
@@ -215,18 +272,21 @@ class Agent:
         graph.add_node("planner", self._planner)
         graph.add_node("tools", self._tools)
         graph.add_node("finalizer", self._finalizer)
+        graph.add_node("reply", self._reply)
         graph.add_node("give_up", self._give_up)
         graph.add_edge(START, "planner")
         graph.add_conditional_edges("planner", self._after_planner,
-                                    {"tools": "tools", "give_up": "give_up", "__end__": END})
+                                    {"tools": "tools", "reply": "reply", "give_up": "give_up", "__end__": END})
         graph.add_conditional_edges("tools", self._after_tools, ["planner", "finalizer", "give_up"])
+        graph.add_conditional_edges("reply", self._after_reply, {"give_up": "give_up", "__end__": END})
         graph.add_edge("finalizer", END)
         graph.add_edge("give_up", END)
         return graph
 
     # --- nodes -------------------------------------------------------------------------------
     def _planner(self, state: AgentState) -> dict[str, Any]:
-        step = plan(self.chat, self.model, planner_context(self.system, state["messages"], self.tools), self.tools)
+        step = plan(self.chat, self.model, planner_context(self.system, state["messages"], self.tools), self.tools,
+                    scope=self.scope)
         message: dict[str, Any] = {"role": "assistant", "content": step.content}
         if step.calls:
             message["tool_calls"] = [{"function": call} for call in step.calls]
@@ -262,8 +322,17 @@ class Agent:
                 "tool_calls": [*state["tool_calls"], *made], "failed": failed, "last_error": last_error,
                 "errors": state["errors"] + int(failed)}
 
+    def _reply(self, state: AgentState) -> dict[str, Any]:
+        """An answer without tools, when the planner's reply had neither a call nor text."""
+        asked = [m for m in state["messages"] if m["role"] == "user"]
+        step = plan(self.chat, self.model, planner_context(REPLY_PROMPT, asked), tools=[], num_predict=ANSWER_TOKENS)
+        row = _row("reply", step.seconds, preview=step.content or step.error,
+                   prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
+        return {"messages": [{"role": "assistant", "content": step.content}], "answer": step.content,
+                "trace": [*state["trace"], row]}
+
     def _finalizer(self, state: AgentState) -> dict[str, Any]:
-        """The answer: counts are read out as they are; retold search results are checked and quoted if unfaithful."""
+        """The answer: counts are read out as they are; retold news are checked (with their citations), else quoted."""
         results, question = state["results"], state["question"]
         counted = all(c["name"] == "get_metrics" for c in state["tool_calls"] if c["ok"])
         if counted or all(r == format_result([]) for r in results):  # a count (or nothing) needs no retelling
@@ -271,11 +340,10 @@ class Agent:
             row = _row("finalizer", 0.0, preview=answer)
             return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
                     "trace": [*state["trace"], row], "retelling_ok": None}
-        data = [strip_ids(r) for r in results]
-        prompt = "Данные из базы:\n" + "\n".join(data) + f"\n\nВопрос: {question}"
+        prompt = "Данные из базы:\n" + "\n".join(results) + f"\n\nВопрос: {question}"
         messages = [{"role": "system", "content": FINAL_PROMPT}, {"role": "user", "content": prompt}]
         step = plan(self.chat, self.model, messages, tools=[], num_predict=ANSWER_TOKENS)  # no tools: text only
-        verdict = check_answer(step.content, data, question)
+        verdict = check_answer(step.content, results, question)
         answer = step.content if verdict.ok and step.content else extractive_answer(results)
         preview = answer if verdict.ok else f"{answer} (пересказ отброшен: {'; '.join(verdict.problems[:2])})"
         row = _row("finalizer", step.seconds, preview=preview,
@@ -299,7 +367,11 @@ class Agent:
         last = state["messages"][-1]
         if last.get("tool_calls"):
             return "tools"
-        return "__end__" if last["content"] else "give_up"  # no call and no text: say so, do not end mute
+        return "__end__" if last["content"] else "reply"  # no call and no text: one answer without tools
+
+    @staticmethod
+    def _after_reply(state: AgentState) -> str:
+        return "__end__" if state["messages"][-1]["content"] else "give_up"  # still mute: say so, do not end mute
 
     def _after_tools(self, state: AgentState) -> str:
         if not state["failed"]:
@@ -333,7 +405,7 @@ class Agent:
                      "model_error": error}
         return AgentResult(
             question=question,
-            answer=state.get("answer", ""),
+            answer=strip_markup(state.get("answer", "")) or SILENT_ANSWER,  # no model markup ever reaches a person
             tool_calls=state.get("tool_calls", []),
             requires_human=bool(state.get("requires_human")),
             errors=state.get("errors", 0),

@@ -31,7 +31,13 @@ EMBEDDED_DEFAULTS = {
     "embed_model": "multilingual-e5-small:q4",
     "chat_model": "qwen2.5-coder:1.5b",
     "alt_chat_model": "qwen2.5-coder:0.5b",
+    # The 0.5B weights registered without tool support (labkit.services.modelserver.registry): exercise 08's
+    # model that cannot call tools, refused with Ollama's own 400 «… does not support tools».
+    "no_tools_model": "qwen2.5-coder-notools:0.5b",
 }
+# A reasoning model without tool support: on Ollama a request with tools gets "400 ... does not support tools".
+# The reference stack's model without tools (compose.yaml pulls it); the embedded stack's is in EMBEDDED_DEFAULTS.
+NO_TOOLS_MODEL = "deepseek-r1:1.5b"
 # Models of the reference stack (compose.yaml, and the README's native-Ollama recipe).
 # Both chat models support tools; exercise 08 adds NO_TOOLS_MODEL to show a model that does not.
 COMPOSE_DEFAULTS = {
@@ -40,10 +46,9 @@ COMPOSE_DEFAULTS = {
     "alt_chat_model": "qwen3:0.6b",
     "database_url": "postgresql://rag:rag@127.0.0.1:5432/rag",
     "ollama_host": "http://127.0.0.1:11434",
+    "no_tools_model": NO_TOOLS_MODEL,
 }
 
-# A reasoning model without tool support: on Ollama a request with tools gets "400 ... does not support tools".
-NO_TOOLS_MODEL = "deepseek-r1:1.5b"
 
 # Ports the embedded stack tries first; when taken by something else it picks free ones.
 EMBEDDED_PG_PORT = 55432
@@ -124,6 +129,7 @@ class Settings:
     home: Path
     db_name: str = "lab"
     student: str | None = None  # the JupyterHub user in class mode, else None
+    no_tools_model: str = NO_TOOLS_MODEL  # a chat model that cannot call tools (exercise 08), env NO_TOOLS_MODEL
 
     def __repr__(self) -> str:  # never print the database password (notebooks display objects)
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -153,6 +159,7 @@ def get_settings() -> Settings:
         alt_chat_model=os.environ.get("ALT_CHAT_MODEL") or defaults["alt_chat_model"],
         home=lab_home(),
         student=student,
+        no_tools_model=os.environ.get("NO_TOOLS_MODEL") or defaults["no_tools_model"],
     )
 
 

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
-from labkit.agent.planner import SYSTEM_PROMPT, plan
-from labkit.agent.tools import DEFAULT_TOOLS
+from labkit.agent.planner import PLAN_TOKENS, SYSTEM_PROMPT, check_reply
+from labkit.agent.scope import Scope
+from labkit.agent.tools import DEFAULT_TOOLS, tool_schema
 from labkit.core.corpus import DATA_DIR, DataError, read_records
 from labkit.core.text import ERROR_CHARS, shorten
+from labkit.models.chat import ask_model
 
 if TYPE_CHECKING:
     from labkit.agent.graph import Agent
@@ -110,31 +112,39 @@ def evaluate_tool_choice(
     tools: Sequence[Callable[..., Any]] = DEFAULT_TOOLS,
     *,
     system: str = SYSTEM_PROMPT,
+    scope: Scope | None = None,
 ) -> pd.DataFrame:
     """One planner call per question through `chat` (e.g. ``lab.models.chat``); a row per question.
 
-    Taught in 06_agent. Each row holds the choice, its correctness and timing. A model that
-    fails (e.g. does not support tools) gives rows with ``error`` filled and ``correct=False``
-    instead of an exception.
+    Taught in 06_agent. Each row holds the choice after the planner's checks (``check_reply``, with
+    the corpus' `scope` when given), its correctness and timing, and the model's own first call before
+    the checks (``model_tool``, ``model_arguments``, ``model_correct``): how often the small model
+    itself is right, and how often the checks fix it. A model that fails (e.g. does not support tools)
+    gives rows with ``error`` filled and ``correct=False`` instead of an exception.
     """
     rows = []
     for q in questions:
         row: dict[str, Any] = {"model": model, "question": q.question, "expected": q.tool or "—"}
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": q.question}]
         try:
-            step = plan(chat, model, [{"role": "system", "content": system},
-                                      {"role": "user", "content": q.question}], tools)
+            reply = ask_model(chat, model, messages, think=False, tools=[tool_schema(t) for t in tools],
+                              num_predict=PLAN_TOKENS)
+            step = check_reply(reply, messages, tools, scope)
             error, seconds = step.error, round(step.seconds, 2)  # e.g. the model does not support tools
         except Exception as exc:  # noqa: BLE001 (any model failure becomes a row)
             error, seconds = f"{type(exc).__name__}: {exc}", None
         if error:
             row.update(tool="ошибка", arguments={}, tool_ok=False, args_ok=False, correct=False,
+                       model_tool="ошибка", model_arguments={}, model_correct=False,
                        error=shorten(error, ERROR_CHARS), seconds=seconds, prompt_tokens=None, eval_tokens=None)
             rows.append(row)
             continue
         first = step.calls[0] if step.calls else {"name": None, "arguments": {}}
         tool_ok, args_ok = choice_is_correct(q, first["name"], first["arguments"])
+        own = reply.calls[0] if reply.calls else {"name": None, "arguments": {}}
         row.update(tool=first["name"] or "—", arguments=first["arguments"], tool_ok=tool_ok, args_ok=args_ok,
-                   correct=tool_ok and args_ok, error="", seconds=seconds,
+                   correct=tool_ok and args_ok, model_tool=own["name"] or "—", model_arguments=own["arguments"],
+                   model_correct=all(choice_is_correct(q, own["name"], own["arguments"])), error="", seconds=seconds,
                    prompt_tokens=step.prompt_tokens, eval_tokens=step.eval_tokens)
         rows.append(row)
     return pd.DataFrame(rows)

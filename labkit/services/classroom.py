@@ -168,6 +168,7 @@ def spawn_environment(user: str, settings: Settings) -> dict[str, str]:
         "EMBED_MODEL": settings.embed_model,
         "CHAT_MODEL": settings.chat_model,
         "ALT_CHAT_MODEL": settings.alt_chat_model,
+        "NO_TOOLS_MODEL": settings.no_tools_model,
     }
 
 

@@ -268,7 +268,7 @@ _CHART = CASES[-1]
 
 def _context(lab: Lab, parameters: Mapping[str, Any], seed: int) -> ModelsContext:
     """The grader's references: the models and questions of the notebook with the parameters it injected."""
-    extra = str(parameters["EXTRA_MODEL"])
+    extra = str(parameters.get("EXTRA_MODEL") or lab.settings.no_tools_model)  # None: the stack's model without tools
     stack_models = [lab.chat_model, lab.settings.alt_chat_model]
     return ModelsContext(list(dict.fromkeys([*stack_models, extra])), exercise_questions(int(parameters["N_QUESTIONS"])),
                          None if extra in stack_models else extra)

@@ -111,7 +111,8 @@ def kernel_environment(base: Mapping[str, str], settings: Settings) -> dict[str,
     """The environment of a student's kernel: ours without database credentials, the models of `settings`."""
     env = {key: value for key, value in base.items() if not key.startswith("PG") and key != "DATABASE_URL"}
     env.update(OLLAMA_HOST=settings.ollama_host or "", EMBED_MODEL=settings.embed_model,
-               CHAT_MODEL=settings.chat_model, ALT_CHAT_MODEL=settings.alt_chat_model)
+               CHAT_MODEL=settings.chat_model, ALT_CHAT_MODEL=settings.alt_chat_model,
+               NO_TOOLS_MODEL=settings.no_tools_model)
     return env
 
 

