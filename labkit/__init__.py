@@ -56,6 +56,7 @@ from labkit.course.checks import (
     ready,
 )
 from labkit.course.coursemap import course_map, course_map_markdown
+from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
     DepthResult,
@@ -82,7 +83,6 @@ from labkit.evaluation.scale import (
     run_bench,
     sweep_ef_search,
 )
-from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
 from labkit.evaluation.significance import (
     Interval,
     QueriesNeeded,

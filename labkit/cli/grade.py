@@ -48,7 +48,7 @@ from labkit.course.grading import (
     grade_class,
     kernel_environment,
     load_hidden,
-    warm_pieces,
+    warm_challenge,
     warm_template,
     write_reports,
 )
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         with open_lab(settings.with_services(template, settings.ollama_host)) as lab:
             warm_template(lab)
             if with_challenge:
-                warm_pieces(lab)  # the hidden queries never go here: every student's database is a copy of it
+                warm_challenge(lab)  # the hidden queries never go here: every student's database is a copy of it
         databases.seal_template()
         with open_lab(settings.with_services(databases.create_reference(), settings.ollama_host)) as reference:
             contexts = {s.exercise.key: s.exercise.context(reference, s.parameters, seed) for s in setups}

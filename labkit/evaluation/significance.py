@@ -21,6 +21,7 @@ observed per-query pairs (the bootstrap), run the paired test on each draw, and 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import NamedTuple
 
@@ -69,6 +70,15 @@ def bootstrap_ci(
     return Interval(float(values.mean()), float(low), float(high))
 
 
+@functools.lru_cache(maxsize=EXACT_UP_TO + 1)
+def _sign_patterns(size: int) -> np.ndarray:
+    """Every pattern of +1/-1 over `size` queries, one a row (2**size rows), computed once per size."""
+    bits = (np.arange(2**size)[:, None] >> np.arange(size)) & 1
+    patterns = 1.0 - 2.0 * bits
+    patterns.setflags(write=False)
+    return patterns
+
+
 def paired_test(a: ArrayLike, b: ArrayLike, resamples: int = RESAMPLES, seed: int = 0) -> float:
     """Two-sided p-value of a paired sign-flip randomisation test of mean(a) = mean(b). Taught in 13_significance."""
     first, second = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -77,8 +87,7 @@ def paired_test(a: ArrayLike, b: ArrayLike, resamples: int = RESAMPLES, seed: in
     diff = first - second
     observed = abs(diff.mean())
     if diff.size <= EXACT_UP_TO:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=diff.size)))
-        flipped = np.abs((signs * diff).mean(axis=1))
+        flipped = np.abs((_sign_patterns(diff.size) * diff).mean(axis=1))
         return float(np.mean(flipped >= observed - 1e-12))
     rng = np.random.default_rng(seed)
     signs = rng.choice((1.0, -1.0), size=(resamples, diff.size))

@@ -8,7 +8,13 @@ leaderboard), ``results`` and ``report`` (CSV, JSON, HTML in Russian). The comma
 (``labkit.cli.grade``) finds the services and passes them in.
 """
 
-from labkit.course.grading.challenge import build_leaderboard, challenge_setup, course_overlap, load_hidden, warm_pieces
+from labkit.course.grading.challenge import (
+           build_leaderboard,
+           challenge_setup,
+           course_overlap,
+           load_hidden,
+           warm_challenge,
+)
 from labkit.course.grading.databases import Role, RunDatabases
 from labkit.course.grading.execute import Execution, Limits
 from labkit.course.grading.grader import (
@@ -37,4 +43,4 @@ from labkit.course.grading.results import (
 __all__ = ["Role", "RunDatabases", "Execution", "Limits", "REFERENCE", "ExerciseSetup", "ChallengeSetup", "Grader",
            "Student", "exercise_setups", "find_students", "grade_class", "kernel_environment", "warm_template",
            "write_reports", "STATUS_TEXT", "ClassGrades", "ExerciseGrade", "ChallengeEntry", "StudentGrade", "LeaderRow",
-           "Leaderboard", "build_leaderboard", "challenge_setup", "course_overlap", "load_hidden", "warm_pieces"]
+           "Leaderboard", "build_leaderboard", "challenge_setup", "course_overlap", "load_hidden", "warm_challenge"]

@@ -30,10 +30,12 @@ from labkit.course.grading.results import Leaderboard, LeaderRow, StudentGrade
 from labkit.evaluation.leaderboard import Scores, leaderboard, score_pipeline
 from labkit.evaluation.significance import queries_needed
 from labkit.retrieval.branches.registry import BRANCHES
+from labkit.retrieval.branches.vector import embeddable
 from labkit.retrieval.pipeline import Pipeline
 from labkit.retrieval.questions import ensure_expansion
+from labkit.store.embedcache import cached_query_embedding
 
-__all__ = ["REFERENCE_LABEL", "ALPHA", "POWER", "load_hidden", "course_overlap", "warm_pieces", "challenge_setup",
+__all__ = ["REFERENCE_LABEL", "ALPHA", "POWER", "load_hidden", "course_overlap", "warm_challenge", "challenge_setup",
            "build_leaderboard"]
 
 REFERENCE_LABEL = "простой гибрид курса (точка отсчёта)"
@@ -65,17 +67,21 @@ def course_overlap(hidden: Sequence[LabelledQuery]) -> list[str]:
     return [q.query for q in hidden if q.query.casefold().strip() in shipped]
 
 
-def warm_pieces(lab: Lab) -> list[str]:
-    """Fill what the challenge's pieces search (the shipped expansion, every branch's derived table) in `lab`'s database.
+def warm_challenge(lab: Lab) -> list[str]:
+    """Fill what the challenge notebook searches in `lab`'s database: its labelled queries' embeddings, every branch's table.
 
-    Run on the template, so no student's copy and not the grader rebuilds them; returns the branches warmed.
+    Run on the template, so no student's copy and not the grader embeds them again: the queries of
+    retrieval.jsonl (the notebook's tune and report splits), the shipped expansion, and each branch's
+    derived table (fielded and expanded vectors, latent terms where they run). Returns the branches warmed.
     """
+    queries = load_queries(RETRIEVAL_PATH)
+    for query in sorted({embeddable(q.query) for q in queries}):
+        cached_query_embedding(lab, query)
     ensure_expansion(lab, generate=False)
-    probe = load_queries()[0].query  # embedded in the template already (warm_template)
     warmed = []
     for name, branch in BRANCHES.items():
         if branch.problem() is None:
-            branch(lab, probe, 1)
+            branch(lab, queries[0].query, 1)
             warmed.append(name)
     return warmed
 
