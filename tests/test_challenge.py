@@ -383,3 +383,27 @@ def test_hidden_queries_reach_no_student_database_or_page(settings, challenge_ru
         left = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s",
                             (f"grade\\_{grades['run_id']}\\_%",)).fetchall()
     assert left == []
+
+
+# --- what the README says about the challenge, checked against a run -------------------------------
+
+def _readme_challenge() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("## The challenge")
+    return " ".join(text[start: text.index("\n## ", start + 1)].split())
+
+
+@pytest.mark.services
+def test_the_readme_states_the_hidden_queries_a_ranking_needs_as_the_method_computes_them(lab_ro):
+    said = _readme_challenge()
+    report = lk.load_queries(lk.RETRIEVAL_PATH, split="report")
+    evaluated = lk.evaluate(lab_ro, report, ["hybrid", "fielded_corrected", "hybrid_expanded"], top_k=3)
+    base, best = (lk.scores_of(evaluated, mode) for mode in ("hybrid", "fielded_corrected"))
+    needed = lk.queries_needed(best.recall, base.recall)
+    assert f"never called real before the pipelines differ on {lk.min_discordant(0.05)} queries" in said
+    assert f"differ on {needed.discordant} of {needed.observed} queries" in said
+    stated = int(re.search(r"about (\d+) hidden queries", said)[1])
+    assert needed.queries is not None and abs(needed.queries - stated) <= 0.15 * stated, (needed, stated)
+    means = {mode: np.mean(lk.scores_of(evaluated, mode).recall) for mode in evaluated.modes}
+    assert f"mean Recall@3 ≥ {CERTIFICATE_RECALL:g} unless" in said
+    assert means["hybrid"] < CERTIFICATE_RECALL <= min(means["fielded_corrected"], means["hybrid_expanded"]), means

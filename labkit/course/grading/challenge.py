@@ -33,6 +33,7 @@ from labkit.retrieval.branches.registry import BRANCHES
 from labkit.retrieval.branches.vector import embeddable
 from labkit.retrieval.pipeline import Pipeline
 from labkit.retrieval.questions import ensure_expansion
+from labkit.retrieval.rewriters.spelling import Spelling
 from labkit.store.embedcache import cached_query_embedding
 
 __all__ = ["REFERENCE_LABEL", "ALPHA", "POWER", "load_hidden", "course_overlap", "warm_challenge", "challenge_setup",
@@ -71,12 +72,16 @@ def warm_challenge(lab: Lab) -> list[str]:
     """Fill what the challenge notebook searches in `lab`'s database: its labelled queries' embeddings, every branch's table.
 
     Run on the template, so no student's copy and not the grader embeds them again: the queries of
-    retrieval.jsonl (the notebook's tune and report splits), the shipped expansion, and each branch's
-    derived table (fielded and expanded vectors, latent terms where they run). Returns the branches warmed.
+    retrieval.jsonl (the notebook's tune and report splits) as typed and as ``Spelling`` corrects them,
+    the shipped expansion, and each branch's derived table (fielded and expanded vectors, latent terms
+    where they run). A student's kernel then asks the shared model server for nothing but their own
+    new queries. Returns the branches warmed.
     """
     queries = load_queries(RETRIEVAL_PATH)
-    for query in sorted({embeddable(q.query) for q in queries}):
-        cached_query_embedding(lab, query)
+    spelling = Spelling()
+    texts = {q.query for q in queries} | {spelling(lab, q.query) for q in queries}
+    for text in sorted({embeddable(text) for text in texts}):
+        cached_query_embedding(lab, text)
     ensure_expansion(lab, generate=False)
     warmed = []
     for name, branch in BRANCHES.items():
