@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from labkit.core.text import count, plural
 from labkit.course.checks.common import of_points
 from labkit.course.grading.results import STATUS_TEXT, ClassGrades, ExerciseGrade, Leaderboard, StudentGrade
 
@@ -88,7 +89,8 @@ def _student_challenge(board: Leaderboard, student: StudentGrade) -> str:
     if entry is None:
         return ""
     metric = f"Recall@{board.top_k}"
-    head = f"<h2>Испытание (31): свой конвейер поиска на {board.queries} скрытых запросах</h2>"
+    on = count(board.queries, "скрытом запросе", "скрытых запросах", "скрытых запросах")
+    head = f"<h2>Испытание (31): свой конвейер поиска на {on}</h2>"
     notes = "".join(f"<li>{escape(n)}</li>" for n in entry.notes)
     if not entry.scored:
         return (head + f"<p>Конвейер не оценён ({escape(STATUS_TEXT[entry.status])}).</p>"
@@ -96,7 +98,7 @@ def _student_challenge(board: Leaderboard, student: StudentGrade) -> str:
     row = next(r for r in board.rows if r.slug == student.slug)
     text = (f"<p>Конвейер: <code>{escape(row.pipeline)}</code>. {metric} = {row.recall:.3f} "
             f"(95 % интервал {row.low:.3f}–{row.high:.3f}), MRR = {row.mrr:.3f}; место {row.place} из {len(board.rows)} "
-            f"строк таблицы класса (вместе с простым гибридом курса).</p>")
+            f"{plural(len(board.rows), 'строки', 'строк', 'строк')} таблицы класса (вместе с простым гибридом курса).</p>")
     if student.name in board.certificates:
         text += f'<p class="certificate">{escape(board.certificates[student.name])}</p>'
     else:
@@ -115,7 +117,7 @@ def _student_page(grades: ClassGrades, student: StudentGrade) -> str:
 
 
 def _pass_rates(grades: ClassGrades) -> str:
-    if not grades.students:
+    if not grades.students or not grades.students[0].exercises:
         return ""
     rows = []
     for index, first in enumerate(grades.students[0].exercises):
