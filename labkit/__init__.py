@@ -59,16 +59,22 @@ from labkit.core.ranking import Hit, ids
 from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
 from labkit.core.text import count, model_size, plural, say, shorten
 from labkit.course.checks import (
+    CERTIFICATE_RECALL,
+    CHALLENGE_TOP_K,
+    ChallengeCheck,
     CheckResult,
+    check_challenge,
     check_chunker,
     check_entity_tool,
     check_model_table,
     check_weighted_rrf,
     exercise_questions,
+    leaderboard_frame,
     ready,
 )
 from labkit.course.checks.chunker import answer_spans, coverage_sweep
 from labkit.course.coursemap import course_map, course_map_markdown
+from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
     DepthResult,
@@ -95,7 +101,17 @@ from labkit.evaluation.scale import (
     run_bench,
     sweep_ef_search,
 )
-from labkit.evaluation.significance import Interval, bootstrap_ci, compare_modes, paired_test, per_query_scores
+from labkit.evaluation.significance import (
+    Interval,
+    QueriesNeeded,
+    bootstrap_ci,
+    compare_modes,
+    detection_power,
+    min_discordant,
+    paired_test,
+    per_query_scores,
+    queries_needed,
+)
 from labkit.evaluation.tool_choice import (
     AgentQuestion,
     choice_is_correct,
@@ -152,6 +168,7 @@ from labkit.retrieval.pipeline import Pipeline, search_fused
 from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
 from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, rerank_by_coverage
 from labkit.retrieval.rewriters.spelling import Correction, Spelling, correct_query, from_latin_layout
+from labkit.retrieval.spec import SpecError, pipeline_from_spec, pipeline_spec
 from labkit.services.setup import open_lab, setup
 from labkit.services.stack import StackError, down, ensure_stack, status, up
 from labkit.store.connection import DatabaseUnavailable, connect
@@ -186,7 +203,7 @@ __all__ = [
     "search_hybrid_prf", "prf_branch", "FIELDED_VECTORS", "fielded_params", "search_fielded",
     "Correction", "correct_query", "corrected", "from_latin_layout",
     "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
-    "Branch", "Need", "Pipeline", "Spelling", "Coverage",
+    "Branch", "Need", "Pipeline", "Spelling", "Coverage", "SpecError", "pipeline_spec", "pipeline_from_spec",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
@@ -194,6 +211,8 @@ __all__ = [
     "branch_rankings", "TuningResult", "default_grid", "weight_grid", "tune_fusion", "DepthResult",
     "pick_coverage_depth",
     "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes",
+    "QueriesNeeded", "min_discordant", "detection_power", "queries_needed",
+    "Scores", "Standing", "score_pipeline", "scores_of", "leaderboard",
     # scale
     "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
     "sweep_ef_search", "filtered_search", "plot_tradeoff", "run_bench",
@@ -207,6 +226,8 @@ __all__ = [
     "check_answer", "cited_ids", "faithfulness_rate",
     # exercises
     "CheckResult", "ready", "check_chunker", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
+    # the challenge
+    "ChallengeCheck", "check_challenge", "CERTIFICATE_RECALL", "CHALLENGE_TOP_K", "leaderboard_frame",
     # the course
     "course_map", "course_map_markdown",
     # texts for people

@@ -92,11 +92,12 @@ def test_the_collect_command_gathers_a_real_groups_notebooks(tmp_path):
             subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--groups", group, name],
                            check=True, capture_output=True)
             if notebook:
-                _course(home / "notebooks", **{notebook.removesuffix(".ipynb"): "mine"})
+                _course(home / "notebooks", **{notebook.removesuffix(".ipynb"): "mine", "31_challenge": "my pipeline"})
         done = subprocess.run([sys.executable, "-m", "labkit", "collect", str(tmp_path / "out"), "--group", group],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "out" / "lkcollect_a" / "07_task_weighted_rrf.ipynb").read_text(encoding="utf-8") == "mine"
+        assert (tmp_path / "out" / "lkcollect_a" / "31_challenge.ipynb").read_text(encoding="utf-8") == "my pipeline"
         assert not (tmp_path / "out" / "lkcollect_b").exists()
         assert "lkcollect_b: нет тетрадей упражнений" in done.stdout and "1 студент из 2" in done.stdout
     finally:

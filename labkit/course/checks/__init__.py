@@ -1,10 +1,17 @@
-"""Checkers of the exercises 07-09 and 18 (one module each), their graded cases and what they share.
+"""Checkers of the exercises 07-09 and 18 and of the challenge 31 (one module each), their graded cases and what they share.
 
 Each exercise is a list of cases with points, some hidden (``cases``); the checker at the
 end of a notebook runs the visible ones, the class grader (``labkit.course.grading``) all of them.
 """
 
 from labkit.course.checks.cases import Case, CaseResult, Exercise
+from labkit.course.checks.challenge import (
+    CERTIFICATE_RECALL,
+    CHALLENGE_TOP_K,
+    ChallengeCheck,
+    check_challenge,
+    leaderboard_frame,
+)
 from labkit.course.checks.chunker import check_chunker
 from labkit.course.checks.common import CheckResult, ready
 from labkit.course.checks.entity import check_entity_tool
@@ -13,4 +20,5 @@ from labkit.course.checks.registry import EXERCISES
 from labkit.course.checks.rrf import check_weighted_rrf
 
 __all__ = ["CheckResult", "ready", "check_chunker", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
-           "Case", "CaseResult", "Exercise", "EXERCISES"]
+           "Case", "CaseResult", "Exercise", "EXERCISES", "CERTIFICATE_RECALL", "CHALLENGE_TOP_K", "ChallengeCheck", "check_challenge",
+           "leaderboard_frame"]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from labkit.core.text import ERROR_CHARS, shorten
-from labkit.course.checks.registry import EXERCISES
+from labkit.course.checks.registry import collector
 
 __all__ = ["ANSWERS_MIME", "GRADER_TAG", "MAX_ANSWERS_CHARS", "emit", "grader_cell_source", "read_answers"]
 
@@ -33,11 +33,11 @@ def grader_cell_source(key: str, seed: int) -> str:
 
 
 def emit(key: str, namespace: Mapping[str, Any], seed: int) -> None:
-    """Collect the answers of exercise `key` from a notebook's variables and display them as data."""
+    """Collect the answers of exercise `key` (or the challenge) from a notebook's variables and display them as data."""
     from IPython.display import display  # only ever called inside a kernel
 
     try:
-        payload: dict[str, Any] = {"exercise": key, "seed": seed, "answers": EXERCISES[key].collect(namespace, seed)}
+        payload: dict[str, Any] = {"exercise": key, "seed": seed, "answers": collector(key)(namespace, seed)}
         text = json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str)
         if len(text) > MAX_ANSWERS_CHARS:
             raise ValueError(f"ответы занимают {len(text)} символов")

@@ -7,11 +7,17 @@ grader's cell displayed are scored in this process by every case of the exercise
 ones included, against references computed on the grader's own database
 (``Exercise.context``). A notebook that is missing, unreadable, too slow, too big, crashes or
 gives no answers gets its cases failed with the reason, and the next notebook runs as usual.
+
+The challenge (31_challenge, with ``--hidden``) runs the same way; what its grader cell collects
+is the data of the student's ``PIPELINE``, rebuilt here from the course's pieces
+(``labkit.course.checks.challenge``) and scored on the hidden queries by ``ChallengeSetup.score``
+on the grader's own database. The hidden queries never reach a student's database or kernel.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import tempfile
 import threading
@@ -29,18 +35,23 @@ from labkit.core.corpora import load_queries
 from labkit.core.corpora.news import HELDOUT_PATH
 from labkit.core.errors import LabError
 from labkit.core.settings import Settings
+from labkit.core.text import ERROR_CHARS, shorten
 from labkit.course.checks.answers import read_answers
 from labkit.course.checks.cases import Exercise, failed_case, run_cases
+from labkit.course.checks.challenge import CHALLENGE, pipeline_of
 from labkit.course.checks.registry import EXERCISES
 from labkit.course.grading.databases import Role, RunDatabases
 from labkit.course.grading.execute import Execution, Limits, execute, notes, prepare, read_executed
 from labkit.course.grading.limits import DEFAULT_TIMEOUT, MEMORY_LIMIT
-from labkit.course.grading.results import ExerciseGrade, StudentGrade
+from labkit.course.grading.results import ChallengeEntry, ExerciseGrade, StudentGrade
+from labkit.evaluation.leaderboard import Scores
 from labkit.retrieval.branches.vector import embeddable
+from labkit.retrieval.pipeline import Pipeline
+from labkit.retrieval.spec import pipeline_spec
 from labkit.store.embedcache import cached_query_embedding
 
-__all__ = ["REFERENCE", "Student", "ExerciseSetup", "find_students", "exercise_setups", "kernel_environment",
-           "warm_template", "Grader", "grade_class"]
+__all__ = ["REFERENCE", "Student", "ExerciseSetup", "ChallengeSetup", "Outcome", "find_students", "starter_parameters",
+           "exercise_setups", "kernel_environment", "warm_template", "Grader", "grade_class"]
 
 REFERENCE = Path(__file__).resolve().parents[3] / "notebooks"  # the starters: their parameters and time limits
 
@@ -61,6 +72,30 @@ class ExerciseSetup:
     exercise: Exercise[Any]
     parameters: dict[str, Any]
     timeout: float
+
+
+@dataclass(frozen=True)
+class ChallengeSetup:
+    """The challenge as this run scores it: its notebook's parameters and time limit, and how a pipeline is scored.
+
+    `score` searches the hidden queries with a pipeline on the grader's own database and returns its
+    per-query scores (``labkit.course.grading.challenge.challenge_setup`` makes it).
+    """
+
+    parameters: dict[str, Any]
+    timeout: float
+    score: Callable[[Pipeline], Scores]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one handed-in notebook ran: the answers its grader cell displayed, or the status and reason there are none."""
+
+    status: str  # a key of STATUS_TEXT; "graded" when answers were read
+    reason: str | None = None
+    remarks: Sequence[str] = ()
+    executed: str | None = None
+    answers: dict[str, Any] | None = None
 
 
 def find_students(root: Path, skip: Iterable[Path] = ()) -> list[Student]:
@@ -94,15 +129,20 @@ def _parameters(path: Path) -> tuple[dict[str, Any], float]:
     return parameters, float(meta.get("timeout", DEFAULT_TIMEOUT))
 
 
+def starter_parameters(notebook: str, reference: Path = REFERENCE) -> tuple[dict[str, Any], float]:
+    """The parameters (CI values over them) and time limit of the starter notebook `notebook` under `reference`."""
+    path = reference / notebook
+    if not path.is_file():
+        raise LabError(f"the starter {path} is missing: grading takes each exercise's parameters from it")
+    return _parameters(path)
+
+
 def exercise_setups(reference: Path = REFERENCE, keys: Sequence[str] | None = None) -> list[ExerciseSetup]:
     """Each exercise (all, or `keys`) with the parameters and time limit of its starter notebook under `reference`."""
     setups = []
     for key in keys or list(EXERCISES):
         exercise = EXERCISES[key]
-        path = reference / exercise.notebook
-        if not path.is_file():
-            raise LabError(f"the starter {path} is missing: grading takes each exercise's parameters from it")
-        parameters, timeout = _parameters(path)
+        parameters, timeout = starter_parameters(exercise.notebook, reference)
         setups.append(ExerciseSetup(exercise, parameters, timeout))
     return setups
 
@@ -138,11 +178,13 @@ class Grader:
 
     def __init__(self, *, setups: Sequence[ExerciseSetup], contexts: Mapping[str, Any], databases: RunDatabases,
                  seed: int, out: Path, env: Mapping[str, str], cell_timeout: float, timeout: float | None = None,
-                 memory_bytes: int = MEMORY_LIMIT) -> None:
+                 memory_bytes: int = MEMORY_LIMIT, challenge: ChallengeSetup | None = None) -> None:
         self.setups, self.contexts, self.databases = list(setups), dict(contexts), databases
+        self.challenge = challenge
+        self._scored: dict[str, Scores] = {}  # the challenge's scores by pipeline spec: a pipeline handed in twice runs once
         self.seed, self.out, self.env = seed, out, dict(env)
         self.cell_timeout, self.timeout, self.memory_bytes = cell_timeout, timeout, memory_bytes
-        self._scoring = threading.Lock()  # references are computed on one shared connection
+        self._scoring = threading.Lock()  # references and hidden queries are searched on one shared connection
 
     def limits(self, setup: ExerciseSetup) -> Limits:
         timeout = self.timeout if self.timeout is not None else setup.timeout
@@ -151,12 +193,14 @@ class Grader:
     def grade(self, number: int, student: Student) -> StudentGrade:
         """Every exercise of `student` (the `number`-th of the run)."""
         started = time.monotonic()
-        role = self.databases.create_role(f"s{number:03d}")
+        label = f"s{number:03d}"
+        role = self.databases.create_role(label)
         try:
-            exercises = [self._exercise(f"s{number:03d}", student, role, setup) for setup in self.setups]
+            exercises = [self._exercise(label, student, role, setup) for setup in self.setups]
+            challenge = self._challenge(label, student, role, self.challenge) if self.challenge else None
         finally:
             self.databases.drop_role(role)
-        return StudentGrade(student.name, student.slug, exercises, time.monotonic() - started)
+        return StudentGrade(student.name, student.slug, exercises, time.monotonic() - started, challenge)
 
     def _failed(self, setup: ExerciseSetup, status: str, reason: str, started: float,
                 remarks: Sequence[str] = (), executed: str | None = None) -> ExerciseGrade:
@@ -165,44 +209,79 @@ class Grader:
                              [failed_case(case, reason) for case in exercise.cases], [reason, *remarks],
                              time.monotonic() - started, executed)
 
-    def _exercise(self, label: str, student: Student, role: Role, setup: ExerciseSetup) -> ExerciseGrade:
-        exercise, limits, started = setup.exercise, self.limits(setup), time.monotonic()
-        notebook = student.folder / exercise.notebook
+    def _run(self, label: str, student: Student, role: Role, key: str, notebook_name: str,
+             parameters: Mapping[str, Any], limits: Limits) -> Outcome:
+        """Execute one handed-in notebook on its own database and read back the answers its grader cell displayed."""
+        notebook = student.folder / notebook_name
         if not notebook.is_file():
-            return self._failed(setup, "missing", f"ноутбук не сдан: в папке нет файла {exercise.notebook}", started)
-        output = self.out / "executed" / student.slug / exercise.notebook
+            return Outcome("missing", f"ноутбук не сдан: в папке нет файла {notebook_name}")
+        output = self.out / "executed" / student.slug / notebook_name
         output.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="labkit-grade-") as work:
-            copy, workdir = Path(work) / "input" / exercise.notebook, Path(work) / "run"
-            reason = prepare(notebook, exercise.key, self.seed, copy)
+            copy, workdir = Path(work) / "input" / notebook_name, Path(work) / "run"
+            reason = prepare(notebook, key, self.seed, copy)
             if reason:
-                return self._failed(setup, "unreadable", reason, started)
+                return Outcome("unreadable", reason)
             workdir.mkdir()
-            database = f"{label}_{exercise.key}"
+            database = f"{label}_{key}"
             url = self.databases.create_database(database, role)
             try:
                 env = {**self.env, "DATABASE_URL": url, "IPYTHONDIR": str(Path(work) / "ipython")}
-                execution = execute(copy, output, parameters=setup.parameters, env=env, limits=limits, workdir=workdir)
+                execution = execute(copy, output, parameters=parameters, env=env, limits=limits, workdir=workdir)
             finally:
                 self.databases.drop_database(database)
         executed = read_executed(output)
         remarks = notes(executed, limits.cell_timeout)
         relative = str(output.relative_to(self.out)) if executed is not None else None
         if execution.status == "timeout":
-            return self._failed(setup, "timeout", f"ноутбук не уложился в {limits.timeout:g} с", started, remarks,
-                                relative)
+            return Outcome("timeout", f"ноутбук не уложился в {limits.timeout:g} с", remarks, relative)
         if execution.status == "memory":
-            return self._failed(setup, "memory", f"ноутбук занял больше {limits.memory_bytes / 2**30:g} ГБ памяти",
-                                started, remarks, relative)
+            return Outcome("memory", f"ноутбук занял больше {limits.memory_bytes / 2**30:g} ГБ памяти", remarks, relative)
         if execution.status != "ok":
-            return self._failed(setup, "crashed", _crash_reason(execution), started, remarks, relative)
-        answers = read_answers(executed, exercise.key, self.seed) if executed else "исполненный ноутбук не сохранился"
+            return Outcome("crashed", _crash_reason(execution), remarks, relative)
+        answers = read_answers(executed, key, self.seed) if executed else "исполненный ноутбук не сохранился"
         if isinstance(answers, str):
-            return self._failed(setup, "no_answers", f"ответы не собраны: {answers}", started, remarks, relative)
+            return Outcome("no_answers", f"ответы не собраны: {answers}", remarks, relative)
+        return Outcome("graded", None, remarks, relative, answers)
+
+    def _exercise(self, label: str, student: Student, role: Role, setup: ExerciseSetup) -> ExerciseGrade:
+        exercise, started = setup.exercise, time.monotonic()
+        outcome = self._run(label, student, role, exercise.key, exercise.notebook, setup.parameters, self.limits(setup))
+        if outcome.answers is None:
+            return self._failed(setup, outcome.status, outcome.reason or "", started, outcome.remarks, outcome.executed)
         with self._scoring:
-            cases = run_cases(exercise.cases, answers, self.contexts[exercise.key], hidden=True)
-        return ExerciseGrade(exercise.key, exercise.title, exercise.notebook, "graded", cases, remarks,
-                             time.monotonic() - started, relative)
+            cases = run_cases(exercise.cases, outcome.answers, self.contexts[exercise.key], hidden=True)
+        return ExerciseGrade(exercise.key, exercise.title, exercise.notebook, "graded", cases, list(outcome.remarks),
+                             time.monotonic() - started, outcome.executed)
+
+    def _challenge(self, label: str, student: Student, role: Role, setup: ChallengeSetup) -> ChallengeEntry:
+        """Execute the challenge notebook, rebuild its PIPELINE from the collected data and score it on the hidden queries."""
+        started = time.monotonic()
+        timeout = self.timeout if self.timeout is not None else setup.timeout
+        limits = Limits(timeout, min(self.cell_timeout, timeout), self.memory_bytes)
+        outcome = self._run(label, student, role, CHALLENGE.key, CHALLENGE.notebook, setup.parameters, limits)
+
+        def entry(status: str, problem: str | None, **found: Any) -> ChallengeEntry:
+            return ChallengeEntry(status, problem, [*([problem] if problem else []), *outcome.remarks],
+                                  seconds=time.monotonic() - started, executed=outcome.executed, **found)
+
+        if outcome.answers is None:
+            return entry(outcome.status, outcome.reason)
+        pipeline = pipeline_of(outcome.answers)
+        if isinstance(pipeline, str):
+            answer = outcome.answers.get("pipeline")
+            shown = answer.get("shown") if isinstance(answer, Mapping) else None
+            return entry("rejected", pipeline, shown=shown if isinstance(shown, str) else None)
+        spec = pipeline_spec(pipeline)
+        key = json.dumps(spec, sort_keys=True)
+        with self._scoring:
+            try:
+                scores = self._scored.get(key) or setup.score(pipeline)
+            except Exception as exc:  # noqa: BLE001 (a pipeline of valid pieces can still fail on a query: its own entry)
+                reason = f"конвейер упал на скрытых запросах: {shorten(f'{type(exc).__name__}: {exc}', ERROR_CHARS)}"
+                return entry("search_failed", reason, shown=str(pipeline), spec=spec)
+            self._scored[key] = scores
+        return entry("graded", None, shown=str(pipeline), spec=spec, recall=list(scores.recall), mrr=list(scores.mrr))
 
 
 def grade_class(grader: Grader, students: Sequence[Student], *, jobs: int = 1,
