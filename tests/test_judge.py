@@ -20,7 +20,13 @@ from labkit.models.relevance import (
     judge_messages,
     yes_probability,
 )
-from labkit.retrieval.rerankers.judge import Judge, corpus_text, judge_scores, load_shipped_scores
+from labkit.retrieval.rerankers.judge import (
+    Judge,
+    corpus_text,
+    judge_scores,
+    load_shipped_scores,
+    write_shipped_scores,
+)
 from labkit.services.modelserver.convert import RequestError, check_chat_request, to_openai_request
 from labkit.services.modelserver.logprobs import TOP_LOGPROBS_ERROR, ollama_logprobs, openai_fields
 from labkit.services.pgembedded import free_port
@@ -142,7 +148,7 @@ def _forget(lab: lk.Lab, query: str) -> None:
 
 @pytest.mark.services
 def test_the_head_is_reordered_by_p_yes_and_a_rerun_asks_the_model_nothing(lab):
-    query = "рекордная стоимость жёлтого металла"
+    query = "золото дорожает"  # in no labelled set, so no score of it ships
     _forget(lab, query)
     hits = lk.SEARCH_MODES["hybrid"](lab, query, 6)
     before = SCORE_STATS.computed
@@ -157,7 +163,7 @@ def test_the_head_is_reordered_by_p_yes_and_a_rerun_asks_the_model_nothing(lab):
 
 
 @pytest.mark.services
-def test_shipped_scores_cost_no_model_call(lab):
+def test_shipped_scores_cost_no_model_call(lab, tmp_path):
     query = "тестовый запрос для присланных оценок"
     _forget(lab, query)
     statement = sql.SQL("SELECT id, {text} FROM {table} WHERE id IN (1, 2)").format(
@@ -170,6 +176,10 @@ def test_shipped_scores_cost_no_model_call(lab):
 
     assert judge_scores(lab, query, [1, 2, 99999], SMALL, send=no_call, shipped=shipped) == {1: 0.2, 2: 0.9, 99999: 0.0}
     assert judge_scores(lab, query, [2, 1], SMALL, send=no_call, shipped={}) == {2: 0.9, 1: 0.2}, "now in the cache"
+    # the shipped file is written from the cache: the same keys and scores come back from it
+    path = tmp_path / "scores.jsonl"
+    assert write_shipped_scores(lab, [query, "a query never judged"], [SMALL], path) == 2
+    assert load_shipped_scores(path) == shipped
 
 
 @pytest.mark.services
@@ -191,3 +201,16 @@ def test_the_bench_prices_each_depth_from_the_measured_pair(lab):
     assert model["times_first_stage"]["4"] == pytest.approx(4 * model["seconds_per_pair"] * 1000 / result["first_stage_ms"])
     assert model["passage_tokens"] > 20 and result["cached_ms"] >= 0
     assert lab.conn.execute("SELECT count(*) FROM relevance_cache WHERE prompt_md5 LIKE 'bench-%'").fetchone()[0] == 0
+
+
+@pytest.mark.services
+def test_the_labelled_queries_heads_are_shipped(lab):
+    """The course's measurements on the news corpus cost no model call, even with an empty cache."""
+    queries = [q.query for q in lk.load_queries(lk.RETRIEVAL_PATH, split="report")[:3]]
+    for query in queries:
+        _forget(lab, query)
+    before = SCORE_STATS.computed
+    for model in ("qwen2.5-coder:1.5b", SMALL):
+        for query in queries:
+            lk.judged(lk.SEARCH_MODES["hybrid"], 10, model)(lab, query, 10)
+    assert SCORE_STATS.computed == before

@@ -21,6 +21,7 @@ model or gives no log-probabilities raises ``JudgeUnavailable`` (a ``LabError``,
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +33,13 @@ from labkit.core.corpus import DATA_DIR, ID_COLUMN, DataError, read_records
 from labkit.core.ranking import Hit
 from labkit.models.relevance import PROMPT_MD5, judge_relevance
 from labkit.retrieval.rerankers.coverage import TextSource
-from labkit.store.scorecache import ScoreKey, cached_scores
+from labkit.store.scorecache import ScoreKey, cached_scores, text_md5
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["JUDGE_DEPTH", "SHIPPED_SCORES", "corpus_text", "load_shipped_scores", "judge_scores", "rerank_by_judge",
-           "Judge"]
+__all__ = ["JUDGE_DEPTH", "SHIPPED_SCORES", "corpus_text", "load_shipped_scores", "write_shipped_scores", "judge_scores",
+           "rerank_by_judge", "Judge"]
 
 JUDGE_DEPTH = 20  # the head a judge reads by default: the seed article re-ranks the fused top-20
 SHIPPED_SCORES = DATA_DIR / "relevance_scores.jsonl"  # scores the course computed once (model, prompt, query, text md5)
@@ -74,6 +75,27 @@ def _load_shipped(path: Path, _mtime: int, _size: int) -> tuple[tuple[ScoreKey, 
                             "and score (a number from 0 to 1)")
         rows.append((ScoreKey(*map(str, fields)), float(score)))
     return tuple(rows)
+
+
+def write_shipped_scores(lab: Lab, queries: Sequence[str], models: Sequence[str], path: Path = SHIPPED_SCORES) -> int:
+    """Write the cached scores of the current prompt for `queries` by `models` to `path`; return how many.
+
+    How ``SHIPPED_SCORES`` is made: run the judged modes on the labelled queries once (filling the
+    cache), then call this. Lines are sorted, so a regenerated file differs only where scores do.
+    """
+    rows = lab.conn.execute(
+        """
+        SELECT model, prompt_md5, query_md5, text_md5, query, score FROM relevance_cache
+        WHERE prompt_md5 = %(prompt)s AND model = ANY(%(models)s) AND query_md5 = ANY(%(queries)s)
+        ORDER BY model, query, text_md5
+        """,
+        {"prompt": PROMPT_MD5, "models": list(models), "queries": [text_md5(q) for q in queries]},
+    ).fetchall()
+    lines = [json.dumps({"model": model, "prompt_md5": prompt, "query_md5": query_md5, "text_md5": md5,
+                         "score": round(float(score), 6), "query": query}, ensure_ascii=False)
+             for model, prompt, query_md5, md5, query, score in rows]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return len(lines)
 
 
 def _texts(lab: Lab, doc_ids: Sequence[int], text: TextSource) -> dict[int, str]:
