@@ -122,6 +122,7 @@ from labkit.evaluation.tool_choice import (
 from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import Reply, ask_model, split_thinking
 from labkit.models.embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
+from labkit.models.relevance import JudgeUnavailable, judge_relevance, yes_probability
 from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
 from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
@@ -156,6 +157,7 @@ from labkit.retrieval.modes import (
     available_modes,
     corrected,
     covered,
+    judged,
     mode_problem,
     search_hybrid_bm25,
     search_hybrid_expanded,
@@ -167,6 +169,7 @@ from labkit.retrieval.modes import (
 from labkit.retrieval.pipeline import Pipeline, search_fused
 from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
 from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, rerank_by_coverage
+from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, judge_scores, rerank_by_judge
 from labkit.retrieval.rewriters.spelling import Correction, Spelling, correct_query, from_latin_layout
 from labkit.retrieval.spec import SpecError, pipeline_from_spec, pipeline_spec
 from labkit.services.setup import open_lab, setup
@@ -174,6 +177,7 @@ from labkit.services.stack import StackError, down, ensure_stack, status, up
 from labkit.store.connection import DatabaseUnavailable, connect
 from labkit.store.embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
 from labkit.store.loading import ensure_corpus
+from labkit.store.scorecache import SCORE_STATS
 from labkit.store.vectors import lab_vector_table, vector_table
 
 __all__ = [
@@ -204,6 +208,9 @@ __all__ = [
     "Correction", "correct_query", "corrected", "from_latin_layout",
     "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
     "Branch", "Need", "Pipeline", "Spelling", "Coverage", "SpecError", "pipeline_spec", "pipeline_from_spec",
+    "JUDGE_DEPTH", "judged", "judge_scores", "rerank_by_judge", "Judge", "judge_relevance", "yes_probability",
+    "JudgeUnavailable", "SCORE_STATS",
+    "Branch", "Need", "Pipeline", "Spelling", "Coverage",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",

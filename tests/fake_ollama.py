@@ -15,7 +15,10 @@ wrong JSON type is recorded in ``violations``. Ollama ignores unknown keys silen
 encoding/json; Options.FromMap only logs), so such a typo would otherwise go unnoticed.
 
 It is not a model: chat replies come from the fixture chosen per test, embeddings are unit vectors
-derived from a hash of the text. It does not reproduce Ollama's streaming beyond one NDJSON line.
+derived from a hash of the text. A chat request with ``"logprobs": true`` gets the ``logprobs`` of
+``chat_logprobs.json`` (or the test's own, same shape), cut to its ``top_logprobs``, as Ollama ≥ 0.12.11
+answers; ``serves_logprobs=False`` plays an older Ollama, which ignores the two fields. It does not
+reproduce Ollama's streaming beyond one NDJSON line.
 """
 
 from __future__ import annotations
@@ -175,7 +178,9 @@ class FakeOllama:
 
     `models` maps model names to Ollama capabilities (default: ``models.json``); `chat_reply` names
     the chat fixture answered on success (``chat_plain``, ``chat_tool_calls``, ``chat_thinking_only``,
-    ``chat_inline_think``); `chat_message` replaces fields of that reply's ``message``; `loaded` lists
+    ``chat_inline_think``, ``chat_logprobs``); `chat_message` replaces fields of that reply's ``message``;
+    `logprobs` replaces the ``logprobs`` answered when a request asks for them (default: those of
+    ``chat_logprobs.json``); `serves_logprobs` False plays an Ollama older than 0.12.11; `loaded` lists
     the models ``/api/ps`` reports (default: all).
     """
 
@@ -185,12 +190,16 @@ class FakeOllama:
         *,
         chat_reply: str = "chat_plain",
         chat_message: Mapping[str, Any] | None = None,
+        logprobs: Sequence[Mapping[str, Any]] | None = None,
+        serves_logprobs: bool = True,
         loaded: Iterable[str] | None = None,
     ) -> None:
         configured = models if models is not None else fixture("models")["models"]
         self.models: dict[str, list[str]] = {name: list(caps) for name, caps in configured.items()}
         self.chat_reply = chat_reply
         self.chat_message = dict(chat_message or {})
+        self.logprobs = copy.deepcopy(list(logprobs)) if logprobs is not None else fixture("chat_logprobs")["logprobs"]
+        self.serves_logprobs = serves_logprobs
         self.loaded = list(loaded) if loaded is not None else list(self.models)
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
@@ -308,6 +317,9 @@ class FakeOllama:
             return self._error("think_invalid_level", value=think)
         if think is not None and not isinstance(think, (bool, str)):
             return self._error("think_invalid")
+        top = body.get("top_logprobs") or 0
+        if self.serves_logprobs and not 0 <= top <= 20:  # routes.go L1856-1859, before the model is looked up
+            return self._error("top_logprobs_range")
         if name not in self.models:
             return self._error("chat_not_found", model=name)
         has = self.models[name]
@@ -324,6 +336,11 @@ class FakeOllama:
         reply = fixture(self.chat_reply)
         reply["model"] = name
         reply["message"].update(copy.deepcopy(self.chat_message))
+        reply.pop("logprobs", None)
+        if body.get("logprobs") and self.serves_logprobs:  # one entry per token, the k most likely alternatives
+            reply["logprobs"] = [dict({k: v for k, v in entry.items() if k != "top_logprobs"},
+                                      **({"top_logprobs": entry["top_logprobs"][:top]} if top else {}))
+                                 for entry in copy.deepcopy(self.logprobs)]
         if not body.get("messages"):  # routes.go L2021-2030: no messages only loads the model
             reply = {"model": name, "created_at": reply["created_at"], "message": {"role": "assistant", "content": ""},
                      "done_reason": "load", "done": True}

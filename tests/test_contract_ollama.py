@@ -2,7 +2,8 @@
 
 The lab also runs on the Docker reference stack (ollama/ollama:0.13.0) and on a native Ollama,
 neither of which can run here. So each request labkit makes (health check, model check, embed,
-chat through ``ask_model``/``plan``/``evaluate_tool_choice``/``Agent``, ``ps``) goes to
+chat through ``ask_model``/``plan``/``evaluate_tool_choice``/``Agent``, the judge re-ranker's
+chat with ``logprobs``, ``ps``) goes to
 ``FakeOllama`` (tests/fake_ollama.py), a FAKE server that answers with bodies copied or derived
 from Ollama v0.13.0's docs/api.md and server source (``tests/ollama_contract/*.json``, each with its
 ``_source``) and records every request. After each test, no request may carry a key that is no
@@ -14,6 +15,7 @@ This file never talks to our embedded model server: its behaviour is not Ollama'
 from __future__ import annotations
 
 import json
+import math
 import socket
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -34,6 +36,14 @@ from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import ask_model
 from labkit.models.embedding import BATCH_SIZE, QWEN3_TASK, embed_documents, embed_query
 from labkit.services.modelserver.app import canonical_name as served_canonical_name
+from labkit.models.relevance import (
+    TOP_LOGPROBS,
+    JudgeUnavailable,
+    first_token_alternatives,
+    judge_messages,
+    judge_relevance,
+)
+from labkit.services.modelserver.logprobs import TOP_LOGPROBS_ERROR
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -372,3 +382,66 @@ def test_ps_gives_what_notebook_06_reads(serve):
         assert isinstance(m.expires_at, datetime) and m.expires_at.tzinfo is not None
     assert fake.paths() == ["GET /api/ps"] and fake.bodies("/api/ps") == [None]
 
+
+
+# --- the judge re-ranker (17_kb_rerank): POST /api/chat with logprobs ---------------------------------------------
+
+def _yes_no(yes: float, no: float) -> list[dict[str, Any]]:
+    """``chat_logprobs.json``'s entry with its tokens renamed to yes/no: Ollama's shape, our words and values."""
+    (entry,) = fixture("chat_logprobs")["logprobs"]
+    entry.update(token="yes", logprob=yes, bytes=list(b"yes"))
+    first, second = entry["top_logprobs"]
+    first.update(token="yes", logprob=yes, bytes=list(b"yes"))
+    second.update(token="No", logprob=no, bytes=list(b"No"))
+    return [entry]
+
+
+def test_the_logprobs_fixture_has_ollamas_documented_fields():
+    reply = fixture("chat_logprobs")
+    fields = fixture("request_fields")["ChatRequest"]["fields"]
+    assert (fields["logprobs"], fields["top_logprobs"]) == ("bool", "int")
+    (entry,) = reply["logprobs"]
+    assert set(entry) == {"token", "logprob", "bytes", "top_logprobs"}
+    assert all(set(alt) == {"token", "logprob", "bytes"} for alt in entry["top_logprobs"])
+    assert all(bytes(item["bytes"]).decode() == item["token"] for item in [entry, *entry["top_logprobs"]])
+
+
+def test_judge_asks_for_logprobs_as_ollama_documents_them(serve):
+    fake = serve(logprobs=_yes_no(math.log(0.75), math.log(0.25)))
+    judgement = judge_relevance(ollama.Client(host=fake.url).chat, "qwen3:1.7b", "золото", "Цена золота выросла")
+    (body,) = _chat_bodies(fake)
+    assert body["logprobs"] is True and body["top_logprobs"] == TOP_LOGPROBS and body["stream"] is False
+    assert body["think"] is False and body["options"] == {"temperature": 0.0, "num_predict": 1}
+    assert body["messages"] == judge_messages("золото", "Цена золота выросла")
+    assert judgement.probability == pytest.approx(0.75)
+    assert judgement.prompt_tokens == fixture(fake.chat_reply)["prompt_eval_count"]
+
+
+def test_judge_reads_the_documented_reply_itself(serve):
+    # Ollama's own example answers "Hi" (alternatives Hello, Hey): neither word, so no preference at all
+    fake = serve(chat_reply="chat_logprobs")
+    chat = ollama.Client(host=fake.url).chat
+    reply = chat(model="qwen3:1.7b", messages=QUESTION, think=False, logprobs=True, top_logprobs=2)
+    assert first_token_alternatives(reply) == [("Hello", -0.3), ("Hey", -0.45)]
+    assert first_token_alternatives(reply.model_dump()) == [("Hello", -0.3), ("Hey", -0.45)]
+    assert judge_relevance(chat, "qwen3:1.7b", "золото", "Цена золота").probability == 0.5
+
+
+def test_top_logprobs_out_of_range_is_ollamas_400_and_ours_says_the_same(serve):
+    fake = serve()
+    with pytest.raises(ollama.ResponseError) as caught:
+        ollama.Client(host=fake.url).chat(model="qwen3:1.7b", messages=QUESTION, logprobs=True, top_logprobs=21)
+    documented = fixture("errors")["top_logprobs_range"]
+    assert caught.value.status_code == documented["status"] and caught.value.error == documented["template"]
+    assert TOP_LOGPROBS_ERROR == documented["template"] and TOP_LOGPROBS <= 20
+
+
+def test_an_ollama_without_logprobs_is_a_clear_lab_error(serve):
+    fake = serve(serves_logprobs=False)
+    with pytest.raises(JudgeUnavailable, match="0.12.11"):
+        judge_relevance(ollama.Client(host=fake.url).chat, "qwen3:1.7b", "золото", "Цена золота")
+
+
+def test_a_missing_judge_model_is_a_clear_lab_error(fake):
+    with pytest.raises(JudgeUnavailable, match="qwen3:8b.*model 'qwen3:8b' not found.*404"):
+        judge_relevance(ollama.Client(host=fake.url).chat, "qwen3:8b", "золото", "Цена золота")

@@ -333,3 +333,49 @@ def test_unparsable_call_is_regenerated_under_the_tools_schema():
     assert content == "" and len(results) == 1  # exactly one regeneration
     assert len(calls) == 1 and calls[0]["function"]["name"] in {"search_articles", "get_metrics"}
     assert isinstance(calls[0]["function"]["arguments"], dict)
+
+
+def test_chat_serves_logprobs_in_ollamas_shape(client):
+    """The fields of Ollama's ``logprobs`` (tests/ollama_contract/chat_logprobs.json), from llama.cpp's own numbers."""
+    question = [{"role": "user", "content": 'Is Moscow the capital of Russia? Answer "yes" or "no".'}]
+    reply = client.chat(model=SMALL, messages=question, think=False, logprobs=True, top_logprobs=5,
+                        options=dict(FAST, num_predict=3))
+    raw = reply.model_dump(exclude_none=True)["logprobs"]
+    assert len(raw) == reply.eval_count
+    for entry in raw:
+        assert set(entry) <= {"token", "logprob", "bytes", "top_logprobs"} and entry["logprob"] <= 0
+        top = entry["top_logprobs"]
+        assert len(top) == 5 and [t["logprob"] for t in top] == sorted((t["logprob"] for t in top), reverse=True)
+        assert entry["token"] in [t["token"] for t in top], "temperature 0 picks the most likely token"
+    assert "".join(entry["token"] for entry in raw) == reply.message.content
+    first = reply.logprobs[0].top_logprobs
+    assert first[0].token.strip().lower() == "yes" and lk.yes_probability([(t.token, t.logprob) for t in first]) > 0.5
+    without_top = client.chat(model=SMALL, messages=question, think=False, logprobs=True, options=dict(FAST, num_predict=1))
+    assert [e.top_logprobs for e in without_top.logprobs] == [None] and without_top.logprobs[0].token == first[0].token
+    assert client.chat(model=SMALL, messages=question, think=False, options=dict(FAST, num_predict=1)).logprobs is None
+
+
+def test_logprob_bytes_are_the_tokens_utf8_even_for_half_a_letter(host):
+    body = {"model": SMALL, "messages": [{"role": "user", "content": "Напиши слово «щавель»."}], "stream": False,
+            "think": False, "logprobs": True, "top_logprobs": 3, "options": dict(FAST, num_predict=6)}
+    entries = httpx.post(f"{host}/api/chat", json=body, timeout=120).json()["logprobs"]
+    for entry in [e for item in entries for e in [item, *item["top_logprobs"]]]:
+        raw = bytes(entry.get("bytes", []))
+        assert raw.decode("utf-8", "replace") == entry["token"]
+
+
+def test_streamed_pieces_carry_their_tokens_logprobs(client):
+    chunks = list(client.chat(model=SMALL, messages=[{"role": "user", "content": "Назови три планеты."}],
+                              stream=True, logprobs=True, top_logprobs=2, options=dict(FAST, num_predict=8)))
+    entries = [entry for chunk in chunks for entry in (chunk.logprobs or [])]
+    assert len(entries) == chunks[-1].eval_count and all(len(e.top_logprobs) == 2 for e in entries)
+    assert "".join(e.token for e in entries) == "".join(c.message.content or "" for c in chunks)
+
+
+def test_bad_top_logprobs_get_ollamas_400(host):
+    for value, needle in [(21, "top_logprobs must be between 0 and 20"), (-1, "top_logprobs must be between 0 and 20"),
+                          (2.5, "cannot unmarshal number 2.5")]:
+        body = {"model": SMALL, "messages": [{"role": "user", "content": "hi"}], "stream": False, "logprobs": True,
+                "top_logprobs": value}
+        answer = httpx.post(f"{host}/api/chat", json=body, timeout=30)
+        assert answer.status_code == 400 and needle in answer.json()["error"]

@@ -21,11 +21,12 @@ from labkit.retrieval.branches.registry import BRANCHES, Need, first_problem
 from labkit.retrieval.fusion import FusionConfig
 from labkit.retrieval.pipeline import Pipeline, Stage
 from labkit.retrieval.rerankers.coverage import Coverage, TextSource
+from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, corpus_text
 from labkit.retrieval.rewriters.spelling import Spelling
 
 __all__ = ["HYBRID", "HYBRID_BM25", "DEFAULT_FUSION", "HYBRID_EXPANDED", "DEFAULT_PRF", "COVERAGE_DEPTHS",
            "COVERAGE_DEPTH", "SEARCH_MODES", "search_hybrid_bm25", "search_hybrid_latent", "search_hybrid_expanded",
-           "search_hybrid_prf", "corrected", "covered", "mode_problem", "available_modes", "unavailable_modes",
+           "search_hybrid_prf", "corrected", "covered", "judged", "mode_problem", "available_modes", "unavailable_modes",
            "skipped_note"]
 
 # --- the tuned values, each with how it was tuned --------------------------------------------------------
@@ -84,6 +85,15 @@ def corrected(search: Stage) -> Pipeline:
 def covered(search: Stage, depth: int = COVERAGE_DEPTH, text: TextSource = fielded_text) -> Pipeline:
     """The search mode `search` with its first `depth` hits re-ranked by the query words `text` holds. Taught in 11_beyond_rrf."""
     return Pipeline.of(search, rerank=[Coverage(depth, text)])
+
+
+def judged(search: Stage, depth: int = JUDGE_DEPTH, model: str | None = None, text: TextSource = corpus_text) -> Pipeline:
+    """The search mode `search` with its first `depth` hits re-ranked by the chat model's P(yes). Taught in 17_kb_rerank.
+
+    `model` None is the lab's chat model; `text` is what the judge reads (default: the corpus' text column).
+    Every pair costs a model call once, then comes from the cache (``labkit.retrieval.rerankers.judge``).
+    """
+    return Pipeline.of(search, rerank=[Judge(depth, model, text)])
 
 
 # --- what this process can run ---------------------------------------------------------------------------

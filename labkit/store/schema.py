@@ -10,6 +10,7 @@ from psycopg import sql
 
 from labkit.core.corpus import ID_COLUMN, Corpus
 from labkit.store.embedcache import CACHE_DDL
+from labkit.store.scorecache import SCORE_CACHE_DDL
 
 __all__ = ["schema_ddl", "ownership_ddl", "row_md5"]
 
@@ -20,7 +21,7 @@ def _column(name: str, sql_type: str, required: bool) -> sql.Composed:
 
 
 def schema_ddl(corpus: Corpus) -> list[sql.SQL | sql.Composed]:
-    """The statements that create the corpus' documents table, its full-text index and its vector-table registry."""
+    """The statements that create the corpus' documents table, its full-text index, its vector-table registry and the caches."""
     columns = [
         sql.SQL("{} integer PRIMARY KEY").format(sql.Identifier(ID_COLUMN)),
         _column(corpus.text_column, "text", True),
@@ -44,6 +45,7 @@ def schema_ddl(corpus: Corpus) -> list[sql.SQL | sql.Composed]:
             """
         ).format(registry=sql.Identifier(corpus.derived("vector_tables"))),
         sql.SQL(CACHE_DDL),
+        sql.SQL(SCORE_CACHE_DDL),
     ]
 
 

@@ -1,7 +1,8 @@
 """HTTP routing of the Ollama-compatible API, standard library only (behind every notebook from 01_corpus on).
 
 Endpoints: GET / /api/version /api/tags /api/ps; POST /api/show /api/embed /api/embeddings
-/api/chat /api/pull; and labkit's own GET /api/labkit/queue, the chat queue now (fairqueue.py). Errors are JSON {"error": ...} so `ollama.ResponseError` shows them.
+/api/chat (with Ollama's ``logprobs``/``top_logprobs``, logprobs.py) /api/pull; and labkit's own
+GET /api/labkit/queue, the chat queue now (fairqueue.py). Errors are JSON {"error": ...} so `ollama.ResponseError` shows them.
 A request the model cannot serve gets Ollama 0.13's 400 answers: `"NAME" does not support
 thinking` for `think` on these models (none can think), `"NAME" does not support chat` for
 chat with an embedding model, `registry.ollama.ai/library/NAME does not support tools` for
@@ -32,7 +33,7 @@ from labkit.services.modelserver.weights import model_file
 
 __all__ = ["VERSION", "make_server", "canonical_name"]
 
-VERSION = "0.6.4-labkit"  # raised when the served models change: tests then start their own, not an older one
+VERSION = "0.6.5-labkit"  # raised when the served models or endpoints change (0.6.5: logprobs on /api/chat)
 log = logging.getLogger("labkit.services.modelserver")
 _ERRORS: dict[type[Exception], int] = {
     ModelNotFound: 404, RequestError: 400, EngineError: 400, ModelLoading: 503, ModelFailed: 500,
@@ -226,8 +227,9 @@ class Handler(JsonHandler):
         with self.server.queue.turn(client, name, gone=self.client_gone) as ticket:
             waited = ticket.waited
             if not body.get("stream", True):
-                message, done_reason, results = chat(engine, body)
-                self.send_json(200, dict(finish(done_reason, results), message=message))
+                message, done_reason, results, logprobs = chat(engine, body)
+                self.send_json(200, dict(finish(done_reason, results), message=message,
+                                         **({"logprobs": logprobs} if logprobs else {})))
                 return
             self._chat_stream(engine, body, head, finish)
 
@@ -235,17 +237,18 @@ class Handler(JsonHandler):
                      finish: Callable[[str, list[dict[str, Any]]], dict[str, Any]]) -> None:
         """Stream the answer of a chat request whose turn has come."""
 
-        def emit(content: str, calls: list[dict[str, Any]]) -> None:
+        def emit(content: str, calls: list[dict[str, Any]], logprobs: list[dict[str, Any]]) -> None:
             if not self._streaming:
                 self.start_stream()
             message = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
-            self.write_line(dict(head, created_at=created_at(), message=message, done=False))
+            self.write_line(dict(head, created_at=created_at(), message=message, done=False,
+                                 **({"logprobs": logprobs} if logprobs else {})))
 
         # An error after the stream has begun becomes its last line ({"error": ...}): see respond().
-        done_reason, results = chat_stream(engine, body, emit)
+        done_reason, results, rest = chat_stream(engine, body, emit)
         if not self._streaming:
             self.start_stream()
-        self.write_line(finish(done_reason, results))
+        self.write_line(dict(finish(done_reason, results), **({"logprobs": rest} if rest else {})))
         self.end_stream()
 
 

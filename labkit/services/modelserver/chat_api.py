@@ -4,6 +4,8 @@ With `tools` in the request the model's text is parsed into structured `tool_cal
 (see toolcalls.py). A text that tries a call but does not parse is regenerated once
 under a JSON schema that admits exactly the offered tools. When streaming with tools,
 text that may still become a call is held back until it is clearly plain text.
+With `logprobs` the answer carries each generated token's log-probability in Ollama's
+shape (logprobs.py): the whole answer's list, or each streamed piece's own.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.services.modelserver.convert import to_openai_request
+from labkit.services.modelserver.logprobs import choice_logprobs, ollama_logprobs, wanted_top
 from labkit.services.modelserver.toolcalls import (
     as_tool_call,
     looks_like_tool_call,
@@ -27,7 +30,7 @@ __all__ = ["EngineError", "chat", "chat_stream"]
 log = logging.getLogger("labkit.services.modelserver")
 _CALL_STARTS = ("```", "{", "[", "<tool_call>")
 
-Emit = Callable[[str, list[dict[str, Any]]], None]  # (content piece, tool calls)
+Emit = Callable[[str, list[dict[str, Any]], list[dict[str, Any]]], None]  # (content piece, tool calls, logprobs)
 
 
 class EngineError(RuntimeError):
@@ -79,8 +82,11 @@ def _native_calls(openai_calls: list[dict[str, Any]] | None) -> list[dict[str, A
     return out
 
 
-def chat(engine: Any, body: dict[str, Any]) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
-    """(Ollama message, done_reason, llama.cpp results) for a non-streaming request."""
+def chat(engine: Any, body: dict[str, Any]) -> tuple[dict[str, Any], str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(Ollama message, done_reason, llama.cpp results, Ollama logprobs) for a non-streaming request.
+
+    The logprobs are those of the generation whose answer is returned ([] unless the body asks for them).
+    """
     request = to_openai_request(body, engine.n_ctx)
     result = _complete(engine, request)
     results = [result]
@@ -91,7 +97,9 @@ def chat(engine: Any, body: dict[str, Any]) -> tuple[dict[str, Any], str, list[d
     reply: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         reply["tool_calls"] = calls
-    return reply, _done_reason(choice.get("finish_reason")), results
+    top = wanted_top(body)
+    logprobs = [] if top is None else ollama_logprobs(choice_logprobs(results[-1]["choices"][0]), top)
+    return reply, _done_reason(choice.get("finish_reason")), results, logprobs
 
 
 def _may_be_call(text: str) -> bool:
@@ -99,11 +107,16 @@ def _may_be_call(text: str) -> bool:
     return not head or any(p.startswith(head) or head.startswith(p) for p in _CALL_STARTS)
 
 
-def chat_stream(engine: Any, body: dict[str, Any], emit: Emit) -> tuple[str, list[dict[str, Any]]]:
-    """Stream a request through emit(content, tool_calls); return (done_reason, llama.cpp results)."""
+def chat_stream(engine: Any, body: dict[str, Any], emit: Emit) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Stream a request through emit(content, tool_calls, logprobs).
+
+    Returns (done_reason, llama.cpp results, the logprobs no emitted piece carried, for the final line).
+    A token's logprobs travel with the first piece emitted at or after it (held text keeps its tokens').
+    """
     request = dict(to_openai_request(body, engine.n_ctx), stream_options={"include_usage": True})
+    top = wanted_top(body)
     state: dict[str, Any] = {"hold": bool(tool_names(body.get("tools"))), "held": "", "finish": None,
-                             "calls": {}, "final": {}, "error": None}
+                             "calls": {}, "final": {}, "error": None, "logprobs": []}
 
     def on_chunk(chunk: Any) -> None:
         if isinstance(chunk, (str, bytes)):
@@ -115,6 +128,8 @@ def chat_stream(engine: Any, body: dict[str, Any], emit: Emit) -> tuple[str, lis
             state["final"] = chunk
         for choice in chunk["choices"]:
             state["finish"] = choice.get("finish_reason") or state["finish"]
+            if top is not None:
+                state["logprobs"] += ollama_logprobs(choice_logprobs(choice), top)
             delta = choice.get("delta") or {}
             for part in delta.get("tool_calls") or []:
                 call = state["calls"].setdefault(part.get("index", 0), {"name": "", "arguments": ""})
@@ -130,7 +145,8 @@ def chat_stream(engine: Any, body: dict[str, Any], emit: Emit) -> tuple[str, lis
                     continue
                 state["hold"], piece, state["held"] = False, state["held"], ""
             try:
-                emit(piece, [])
+                emit(piece, [], state["logprobs"])
+                state["logprobs"] = []
             except Exception as exc:  # client went away: stop generating
                 state["error"] = exc
                 raise
@@ -145,5 +161,6 @@ def chat_stream(engine: Any, body: dict[str, Any], emit: Emit) -> tuple[str, lis
     if state["held"] or state["calls"]:
         native = [state["calls"][i] for i in sorted(state["calls"])]
         content, calls = _resolve(state["held"], native, engine, request, body, results)
-        emit(content, calls)
-    return _done_reason(state["finish"]), results
+        emit(content, calls, state["logprobs"])
+        state["logprobs"] = []
+    return _done_reason(state["finish"]), results, state["logprobs"]

@@ -11,6 +11,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from labkit.services.modelserver.logprobs import MAX_TOP_LOGPROBS, TOP_LOGPROBS_ERROR, openai_fields
+
 __all__ = ["RequestError", "check_types", "check_chat_request", "to_openai_messages", "to_openai_request",
            "ollama_stats", "created_at"]
 
@@ -35,7 +37,7 @@ _ROLES = ("system", "user", "assistant", "tool")
 # ChatRequest fields whose JSON type the server relies on, with Go's type names (api/types.go L131-178).
 CHAT_FIELDS: dict[str, tuple[type, str]] = {
     "model": (str, "string"), "messages": (list, "[]api.Message"), "stream": (bool, "bool"),
-    "tools": (list, "api.Tools"), "options": (dict, "map[string]interface {}"),
+    "tools": (list, "api.Tools"), "options": (dict, "map[string]interface {}"), "logprobs": (bool, "bool"),
 }
 
 
@@ -127,9 +129,22 @@ def _response_format(fmt: Any) -> dict[str, Any] | None:
     return None
 
 
+def _check_top_logprobs(value: Any) -> None:
+    """``top_logprobs`` as Go decodes an int field, then Ollama's range check (routes.go, ChatHandler)."""
+    if value is None:
+        return
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or isinstance(value, float):  # Go parses an int field's literal as an integer: 3.0 fails too
+        what = f"number {json.dumps(value)}" if number else _json_type(value)
+        raise RequestError(f"json: cannot unmarshal {what} into Go struct field ChatRequest.top_logprobs of type int")
+    if not 0 <= value <= MAX_TOP_LOGPROBS:
+        raise RequestError(TOP_LOGPROBS_ERROR)
+
+
 def check_chat_request(body: dict[str, Any]) -> None:
     """Refuse (RequestError) a chat body with fields of wrong types before any model is loaded for it."""
     check_types(body, "ChatRequest", CHAT_FIELDS)
+    _check_top_logprobs(body.get("top_logprobs"))
     if body.get("messages"):
         to_openai_messages(body["messages"])
     _tools(body.get("tools"))
@@ -192,7 +207,7 @@ def to_openai_messages(messages: Any) -> list[dict[str, Any]]:
 
 
 def to_openai_request(body: dict[str, Any], n_ctx: int) -> dict[str, Any]:
-    """The llama.cpp request for an Ollama /api/chat body (messages, tools, format, options)."""
+    """The llama.cpp request for an Ollama /api/chat body (messages, tools, format, options, logprobs)."""
     request: dict[str, Any] = {"messages": to_openai_messages(body.get("messages"))}
     tools = _tools(body.get("tools"))
     if tools:
@@ -210,6 +225,7 @@ def to_openai_request(body: dict[str, Any], n_ctx: int) -> dict[str, Any]:
     num_predict = options.get("num_predict")
     if isinstance(num_predict, int) and num_predict > 0:
         request["max_tokens"] = min(num_predict, window)
+    request.update(openai_fields(body))
     return request
 
 
