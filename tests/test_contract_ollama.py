@@ -35,7 +35,6 @@ from labkit.evaluation.tool_choice import evaluate_tool_choice, load_agent_quest
 from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import ask_model
 from labkit.models.embedding import BATCH_SIZE, QWEN3_TASK, embed_documents, embed_query
-from labkit.services.modelserver.app import canonical_name as served_canonical_name
 from labkit.models.relevance import (
     TOP_LOGPROBS,
     JudgeUnavailable,
@@ -43,6 +42,7 @@ from labkit.models.relevance import (
     judge_messages,
     judge_relevance,
 )
+from labkit.services.modelserver.app import canonical_name as served_canonical_name
 from labkit.services.modelserver.logprobs import TOP_LOGPROBS_ERROR
 
 if TYPE_CHECKING:
