@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -63,9 +63,10 @@ class SweepResult:
     embedded: int  # texts this run sent to the embedder (0 when the cache had them all)
     scores: Mapping[str, Sequence[ChunkScores]]  # search mode -> one row per query
 
-    def means(self, mode: str) -> dict[str, float]:
-        """The mean document Recall@k, span recall and token IoU of `mode`."""
-        return mean_scores(self.scores[mode])
+    def means(self, mode: str, queries: Collection[str] | None = None) -> dict[str, float]:
+        """The mean document Recall@k, span recall and token IoU of `mode` (over `queries` only, when given)."""
+        rows = self.scores[mode]
+        return mean_scores(rows if queries is None else [row for row in rows if row.query in queries])
 
 
 def sweep_corpus(documents: Corpus, spec: ChunkSpec, reuse: Mapping[ChunkSpec, Corpus] | None = None) -> Corpus:
@@ -124,26 +125,30 @@ def sweep_chunking(lab: Lab, documents: Corpus, specs: Sequence[ChunkSpec], quer
             for spec, corpus in zip(specs, corpora)]
 
 
-def pick_cut(results: Sequence[SweepResult], mode: str) -> SweepResult:
-    """The best cut for `mode`: document Recall@k, then span recall, then IoU, then the fewest chunks."""
+def pick_cut(results: Sequence[SweepResult], mode: str, queries: Collection[str] | None = None) -> SweepResult:
+    """The best cut for `mode` on `queries` (default all; the lesson passes the tune split's): document Recall@k,
+    then span recall, then IoU, then the fewest chunks. Taught in 15_kb_chunking."""
     if not results:
         raise ValueError("no cut to pick from")
+    wanted = None if queries is None else set(queries)
 
     def key(result: SweepResult) -> tuple[float, float, float, int]:
-        means = result.means(mode)
+        means = result.means(mode, wanted)
         return (-round(means["recall"], 9), -round(means["span_recall"], 9), -round(means["iou"], 9), result.chunks)
 
     return min(results, key=key)
 
 
-def sweep_frame(results: Sequence[SweepResult], mode: str) -> pd.DataFrame:
-    """One row per cut: method, size, overlap, head, chunks, tokens, recall, span_recall, iou, kilobytes, seconds."""
+def sweep_frame(results: Sequence[SweepResult], mode: str, queries: Collection[str] | None = None) -> pd.DataFrame:
+    """One row per cut: method, size, overlap, head, chunks, tokens, longest, recall, span_recall, iou (of `mode` on
+    `queries`, default all), kilobytes of the index and of the table, embedding seconds."""
+    wanted = None if queries is None else set(queries)
     rows = []
     for result in results:
         spec = result.spec
         rows.append({"cut": str(spec), "method": spec.method, "size": spec.size, "overlap": spec.overlap,
                      "headed": spec.headed, "chunks": result.chunks, "tokens": result.tokens,
-                     **result.means(mode), "index_kb": result.index_bytes / 1024, "table_kb": result.table_bytes / 1024,
+                     "longest": result.longest, **result.means(mode, wanted), "index_kb": result.index_bytes / 1024, "table_kb": result.table_bytes / 1024,
                      "embed_s": result.embed_seconds})
     return pd.DataFrame(rows).set_index("cut")
 

@@ -91,11 +91,11 @@ def load_span_queries(path: str | Path, split: str | None = None) -> list[SpanQu
         parsed = []
         for span in spans:
             values = [span.get(key) if isinstance(span, dict) else None for key in ("doc", "start", "end")]
-            if (not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-                    or values[0] not in relevant or not 0 <= values[1] < values[2]):
+            numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+            if len(numbers) != 3 or numbers[0] not in relevant or not 0 <= numbers[1] < numbers[2]:
                 raise DataError(f"{where}: a span needs integer doc (one of 'relevant'), start and end "
                                 f"with 0 <= start < end, got {span!r}")
-            parsed.append(Span(*values))
+            parsed.append(Span(*numbers))
         if split is None or record_split == split:
             found.append(SpanQuery(query, frozenset(relevant), tuple(parsed), kind, record_split))
     if not found:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime
 import json
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -137,7 +136,7 @@ def load_shipped_contexts(path: Path) -> list[tuple[str, str, str, float]]:
         if (not all(isinstance(v, str) for v in values[:3]) or not isinstance(values[3], (int, float))
                 or isinstance(values[3], bool) or values[3] < 0):
             raise DataError(f"{path}:{number}: expected text_md5, model, context (strings) and seconds (>= 0)")
-        rows.append((values[0], values[1], values[2], float(values[3])))
+        rows.append((str(values[0]), str(values[1]), str(values[2]), float(values[3])))
     return rows
 
 
