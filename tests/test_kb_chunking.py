@@ -176,12 +176,12 @@ def test_parse_context_keeps_one_clean_sentence():
 
 def test_the_prompt_describes_the_document_and_shows_the_chunks_head():
     row = {"id": 1001, "doc": 1, "title": "Порядок возврата", "type": "policy", "category": "возврат",
-           "products": "А; Б; В; Г", "codes": "", "key": "w1-01", "version": "4.0", "date": None,
-           "status": "архив", "section": "Сроки", "span_start": 0, "span_end": 5}
-    text = describe_document(KB, row, ["Сроки", "Деньги"])
+           "products": "А; Б; В", "codes": "1102-Ф", "key": "w1-01", "version": "4.0", "date": None,
+           "status": "архив", "section": "Порядок возврата › Сроки", "span_start": 0, "span_end": 5}
+    text = describe_document(KB, row, ["Порядок возврата", "Порядок возврата › Сроки", "Порядок возврата › Деньги"])
     assert text.splitlines() == ["Заголовок: Порядок возврата", "Тип документа: правила для покупателей",
-                                 "Рубрика: возврат", "Товары: А; Б; В; …", "Редакция: 4.0",
-                                 "Статус: архивная редакция", "Разделы: Сроки; Деньги"]
+                                 "Рубрика: возврат", "Товары: А; Б; …", "Редакция: 4.0",
+                                 "Статус: архивная редакция", "Разделы: Порядок возврата; Сроки; Деньги"]
     body = "слово " * (CHUNK_WORDS + 10)
     assert chunk_head(body).endswith(" …") and len(chunk_head(body).split()) == CHUNK_WORDS + 1
     system, user = context_messages(text, body)
