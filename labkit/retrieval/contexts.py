@@ -12,7 +12,7 @@ generated once (``Corpus.contexts``, JSON Lines of ``text_md5``, ``model``, ``co
 ``seconds``): a chunk without a line takes the shipped one written for its text, so the course's
 own knowledge base costs no chat call (``generate=False`` loads only those). Each line is written as
 soon as it arrives, with the seconds the model spent on it, so the cost of the whole pass is known
-even when the lines came from the file. The pass holds ``CONTEXT_LOCK``. A garbled answer is stored
+even when the lines came from the file. Generating holds ``CONTEXT_LOCK`` (loading shipped lines does not). A garbled answer is stored
 as an empty line (the chunk is then searched by its own text), not retried.
 """
 
@@ -29,7 +29,7 @@ from psycopg import sql
 
 from labkit.core.corpus import ID_COLUMN, MANY_JOINER, Corpus, DataError, read_records
 from labkit.models.chat import ask_model
-from labkit.retrieval.branches.contextual import context_ddl, sync_contextual_vectors
+from labkit.retrieval.branches.contextual import ensure_context_tables, sync_contextual_vectors
 from labkit.store.locks import CONTEXT_LOCK, advisory_lock
 
 if TYPE_CHECKING:
@@ -165,50 +165,54 @@ def ensure_contexts(lab: Lab, *, send: Callable[..., Any] | None = None, shipped
         raise ValueError(f"the corpus {corpus.name!r} has no chunks: contextual chunks need a corpus of chunks")
     chat = send if send is not None else lab.models.chat
     table = sql.Identifier(corpus.derived("context"))
-    with advisory_lock(conn, CONTEXT_LOCK, wait_seconds):
-        for statement in context_ddl(corpus):
-            conn.execute(statement)
-        chunks = _chunks(lab)
-        have = {md5 for (md5,) in conn.execute(sql.SQL("SELECT text_md5 FROM {} WHERE model = %s").format(table),
-                                               (model,)).fetchall()}
-        wanted = {chunk["md5"] for chunk in chunks} - have
-        took = 0
-        if shipped and corpus.contexts is not None and wanted:
-            rows = [row for row in load_shipped_contexts(corpus.contexts) if row[1] == model and row[0] in wanted]
-            with conn.cursor() as cur:
-                cur.executemany(sql.SQL("INSERT INTO {} (text_md5, model, context, seconds) VALUES (%s, %s, %s, %s) "
-                                        "ON CONFLICT DO NOTHING").format(table), rows)
-            took = len({row[0] for row in rows})
-            wanted -= {row[0] for row in rows}
-        reused = len([c for c in chunks if c["md5"] in have])
-        todo = [c for c in chunks if c["md5"] in wanted] if generate else []
-        todo = list({c["md5"]: c for c in todo}.values())[:limit]  # one call per distinct text
-        outlines: dict[int, list[str]] = {}
-        for chunk in chunks:
-            section = chunk.get("section")
-            if section and section not in outlines.setdefault(chunk[corpus.parent], []):
-                outlines[chunk[corpus.parent]].append(section)
-        empty, seconds = 0, 0.0
-        from tqdm.auto import tqdm  # a pass takes minutes to hours: show it
+    ensure_context_tables(lab)
+    chunks = _chunks(lab)
 
-        for chunk in tqdm(todo, desc="контекст к фрагментам", unit="фрагм.", disable=not todo):
-            description = describe_document(corpus, chunk, outlines.get(chunk[corpus.parent], []))
-            line, spent = write_context(chat, model, description, chunk[corpus.text_column])
-            empty += not line
-            seconds += spent
-            conn.execute(sql.SQL("INSERT INTO {} (text_md5, model, context, seconds) VALUES (%s, %s, %s, %s) "
-                                 "ON CONFLICT (text_md5, model) DO UPDATE SET context = EXCLUDED.context, "
-                                 "seconds = EXCLUDED.seconds, created_at = now()").format(table),
-                         (chunk["md5"], model, line, spent))
-        done = {c["md5"] for c in todo}
-        missing = len([c for c in chunks if c["md5"] in wanted and c["md5"] not in done])
-        total = conn.execute(
-            sql.SQL("SELECT coalesce(sum(c.seconds), 0) FROM {t} AS c WHERE c.model = %s AND c.text_md5 IN "
-                    "(SELECT md5({x}) FROM {n})").format(t=table, x=sql.Identifier(corpus.text_column),
-                                                        n=sql.Identifier(corpus.table)), (model,)).fetchone()
+    def current() -> set[str]:
+        rows = conn.execute(sql.SQL("SELECT text_md5 FROM {} WHERE model = %s").format(table), (model,)).fetchall()
+        return {md5 for (md5,) in rows}
+
+    before = current()
+    if shipped and corpus.contexts is not None and {c["md5"] for c in chunks} - before:
+        rows = [row for row in load_shipped_contexts(corpus.contexts)
+                if row[1] == model and row[0] in {c["md5"] for c in chunks} - before]
+        with conn.cursor() as cur:  # another session may insert the same rows meanwhile: the first one stays
+            cur.executemany(sql.SQL("INSERT INTO {} (text_md5, model, context, seconds) VALUES (%s, %s, %s, %s) "
+                                    "ON CONFLICT DO NOTHING").format(table), rows)
+    shipped_now = current() - before
+    todo: list[dict[str, Any]] = []
+    empty, seconds = 0, 0.0
+    if generate and {c["md5"] for c in chunks} - before - shipped_now:
+        with advisory_lock(conn, CONTEXT_LOCK, wait_seconds):  # one writer: two kernels never pay for the same lines
+            have = current()
+            todo = list({c["md5"]: c for c in chunks if c["md5"] not in have}.values())[:limit]  # one call a text
+            outlines: dict[int, list[str]] = {}
+            for chunk in chunks:
+                section = chunk.get("section")
+                if section and section not in outlines.setdefault(chunk[corpus.parent], []):
+                    outlines[chunk[corpus.parent]].append(section)
+            from tqdm.auto import tqdm  # a pass takes minutes to hours: show it
+
+            for chunk in tqdm(todo, desc="контекст к фрагментам", unit="фрагм.", disable=not todo):
+                description = describe_document(corpus, chunk, outlines.get(chunk[corpus.parent], []))
+                line, spent = write_context(chat, model, description, chunk[corpus.text_column])
+                empty += not line
+                seconds += spent
+                conn.execute(sql.SQL("INSERT INTO {} (text_md5, model, context, seconds) VALUES (%s, %s, %s, %s) "
+                                     "ON CONFLICT (text_md5, model) DO UPDATE SET context = EXCLUDED.context, "
+                                     "seconds = EXCLUDED.seconds, created_at = now()").format(table),
+                             (chunk["md5"], model, line, spent))
+    after = current()
+    total = conn.execute(
+        sql.SQL("SELECT coalesce(sum(c.seconds), 0) FROM {t} AS c WHERE c.model = %s AND c.text_md5 IN "
+                "(SELECT md5({x}) FROM {n})").format(t=table, x=sql.Identifier(corpus.text_column),
+                                                    n=sql.Identifier(corpus.table)), (model,)).fetchone()
     embedded = sync_contextual_vectors(lab)
-    return ContextReport(chunks=len(chunks), generated=len(todo), shipped=took, reused=reused, missing=missing,
-                         empty=empty, seconds=seconds, line_seconds=float(total[0]) if total else 0.0, embedded=embedded)
+    return ContextReport(chunks=len(chunks), generated=len(todo),
+                         shipped=len([c for c in chunks if c["md5"] in shipped_now]),
+                         reused=len([c for c in chunks if c["md5"] in before]),
+                         missing=len([c for c in chunks if c["md5"] not in after]), empty=empty, seconds=seconds,
+                         line_seconds=float(total[0]) if total else 0.0, embedded=embedded)
 
 
 def export_contexts(lab: Lab, path: str | Path) -> int:

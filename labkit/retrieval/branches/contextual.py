@@ -31,7 +31,7 @@ from labkit.store.locks import CONTEXT_VEC_LOCK, advisory_xact_lock
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["context_ddl", "contextual_text_sql", "contextual_vectors", "sync_contextual_vectors", "search_contextual",
+__all__ = ["context_ddl", "ensure_context_tables", "contextual_text_sql", "contextual_vectors", "sync_contextual_vectors", "search_contextual",
            "search_contextual_lexical"]
 
 
@@ -72,7 +72,8 @@ def contextual_vectors(corpus: Corpus) -> TextVectors:
     return TextVectors(corpus.derived("context_vec"), contextual_text_sql(corpus), CONTEXT_VEC_LOCK, corpus.table)
 
 
-def _ensure_tables(lab: Lab) -> None:
+def ensure_context_tables(lab: Lab) -> None:
+    """Create the context table and the contextual vectors' table of the lab's corpus, once."""
     corpus = lab.corpus
     found = lab.conn.execute("SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
                              (corpus.derived("context"), corpus.derived("context_vec"))).fetchone()
@@ -86,13 +87,13 @@ def _ensure_tables(lab: Lab) -> None:
 
 def sync_contextual_vectors(lab: Lab) -> int:
     """Bring the contextual texts' embeddings in line with the current lines; return rows (re)embedded."""
-    _ensure_tables(lab)
+    ensure_context_tables(lab)
     return contextual_vectors(lab.corpus).sync(lab, {"chat_model": lab.chat_model})
 
 
 def search_contextual(lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
     """The top_k chunks by cosine similarity of the query to the chunk with its context line. Taught in 15_kb_chunking."""
-    _ensure_tables(lab)
+    ensure_context_tables(lab)
     return contextual_vectors(lab.corpus).search(lab, query, top_k, {"chat_model": lab.chat_model})
 
 
@@ -104,7 +105,7 @@ def search_contextual_lexical(lab: Lab, query: str, top_k: int = 10) -> list[Hit
     words = query_words(query)
     if not words or top_k < 1:
         return []
-    _ensure_tables(lab)
+    ensure_context_tables(lab)
     corpus = lab.corpus
     rows = lab.conn.execute(
         sql.SQL(
