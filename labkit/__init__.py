@@ -35,10 +35,20 @@ from labkit.agent.tools import (
     tool_schema,
 )
 from labkit.core.chunked import chunked
-from labkit.core.chunking import Chunk, ChunkSpec, fixed_chunks, heading_chunks, sentence_chunks, span_overlap
+from labkit.core.chunking import (
+    CHUNKERS,
+    Chunk,
+    ChunkSpec,
+    fixed_chunks,
+    heading_chunks,
+    sections,
+    sentence_chunks,
+    span_overlap,
+    word_tokens,
+)
 from labkit.core.context import Lab, LoadReport
 from labkit.core.corpora import CORPORA, DEFAULT_CORPUS, corpus_named, load_corpus, load_queries
-from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_DOCUMENTS
+from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_CONTEXTS, KB_DOCUMENTS, KB_QUERIES
 from labkit.core.corpora.news import (
     COMPANIES,
     CORPUS_PATH,
@@ -58,6 +68,7 @@ from labkit.core.errors import LabError
 from labkit.core.ranking import Hit, ids
 from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
 from labkit.core.text import count, model_size, plural, say, shorten
+from labkit.core.tokens import cut_offset, head_of
 from labkit.course.checks import (
     CERTIFICATE_RECALL,
     CHALLENGE_TOP_K,
@@ -74,6 +85,7 @@ from labkit.course.checks import (
 )
 from labkit.course.checks.chunker import answer_spans, coverage_sweep
 from labkit.course.coursemap import course_map, course_map_markdown
+from labkit.evaluation.chunk_sweep import FULL_GRID, SweepResult, pick_cut, sweep_chunking, sweep_frame
 from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
@@ -112,6 +124,7 @@ from labkit.evaluation.significance import (
     per_query_scores,
     queries_needed,
 )
+from labkit.evaluation.spans import ChunkScores, SpanQuery, TokenIndex, load_span_queries, score_chunks, span_scores
 from labkit.evaluation.tool_choice import (
     AgentQuestion,
     choice_is_correct,
@@ -123,7 +136,9 @@ from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import Reply, ask_model, split_thinking
 from labkit.models.embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
 from labkit.models.relevance import JudgeUnavailable, judge_relevance, yes_probability
+from labkit.models.tokenizer import E5_TOKEN_LIMIT, model_tokens, token_limit
 from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
+from labkit.retrieval.branches.contextual import search_contextual, search_contextual_lexical
 from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
 from labkit.retrieval.branches.latent import (
@@ -133,10 +148,11 @@ from labkit.retrieval.branches.latent import (
     latent_problem,
     search_latent,
 )
-from labkit.retrieval.branches.lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
+from labkit.retrieval.branches.lexical import NORMALIZATIONS, TS_CONFIG, lexical_sql, query_words, search_lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
 from labkit.retrieval.branches.registry import BRANCHES, Branch, Need
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
+from labkit.retrieval.contexts import ContextReport, ensure_contexts, parse_context
 from labkit.retrieval.documents import collapse, document_hits
 from labkit.retrieval.fusion import (
     HYBRID_SQL,
@@ -148,11 +164,13 @@ from labkit.retrieval.fusion import (
     search_hybrid,
     search_hybrid_sql,
 )
+from labkit.retrieval.heads import head_texts, search_texts, vector_agreement
 from labkit.retrieval.modes import (
     COVERAGE_DEPTH,
     COVERAGE_DEPTHS,
     DEFAULT_FUSION,
     DEFAULT_PRF,
+    HYBRID_CONTEXTUAL,
     SEARCH_MODES,
     available_modes,
     corrected,
@@ -212,6 +230,13 @@ __all__ = [
     "JudgeUnavailable", "SCORE_STATS",
     "Branch", "Need", "Pipeline", "Spelling", "Coverage",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
+    # the knowledge base's chunks (15_kb_chunking)
+    "KB_QUERIES", "KB_CONTEXTS", "CHUNKERS", "sections", "word_tokens", "cut_offset", "head_of",
+    "E5_TOKEN_LIMIT", "token_limit", "model_tokens", "head_texts", "search_texts", "vector_agreement",
+    "SpanQuery", "ChunkScores", "TokenIndex", "load_span_queries", "span_scores", "score_chunks",
+    "FULL_GRID", "SweepResult", "sweep_chunking", "pick_cut", "sweep_frame", "NORMALIZATIONS",
+    "ContextReport", "ensure_contexts", "parse_context", "search_contextual", "search_contextual_lexical",
+    "HYBRID_CONTEXTUAL",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",

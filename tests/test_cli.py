@@ -24,6 +24,9 @@ from labkit.cli import build_parser, main
         (["bench", "--size", "10000000000"], "--size must lie in"),
         (["bench-rerank", "--pairs", "0"], "--pairs must lie in"),
         (["bench-rerank", "--depths", "10,x"], "comma-separated whole numbers"),
+        (["bench-chunks", "--modes", "vector,nope"], "--modes must name modes"),
+        (["bench-chunks", "--modes", "vector", "--pick-mode", "hybrid"], "include --pick-mode"),
+        (["bench-chunks", "--k", "0"], "--k must be at least 1"),
         (["up", "--what"], "unrecognized arguments"),
     ],
 )
@@ -46,8 +49,8 @@ def test_a_bad_queries_file_is_refused_before_any_service(tmp_path, capsys):
 def test_every_command_is_registered_with_help():
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(commands) == {"up", "down", "status", "eval", "eval-agent", "ask", "bench", "bench-rerank", "grade", "collect",
-                             "site"}
+    assert set(commands) == {"up", "down", "status", "eval", "eval-agent", "ask", "bench", "bench-rerank", "bench-chunks",
+                             "grade", "collect", "site"}
     for name, command in commands.items():
         assert command.prog == f"labkit {name}"
         assert command.format_help()

@@ -28,6 +28,9 @@ STAGES = {
     "fielded": "fielded",
     "fielded_corrected": "spelling → fielded",
     "fielded_covered": "spelling → fielded → coverage@4",
+    "contextual": "contextual",
+    "contextual_lexical": "contextual_lexical",
+    "hybrid_contextual": "contextual + contextual_lexical → RRF(k=60)",
 }
 
 

@@ -5,8 +5,8 @@ record is cut by a ``ChunkSpec`` and each chunk becomes a row of its own table, 
 document's metadata copied beside it, the document's id in ``doc`` (the corpus' ``parent``)
 and the chunk's character span in the document (``span_start``, ``span_end``), so an answer's
 span can be checked against it. What is indexed is ``Chunk.indexed``: the title and section
-path, then the chunk's text. A chunk's id is ``doc * 1000 + number``: stable while the document
-and the cut stay the same.
+path, then the chunk's text (the bare text for a spec with ``headed=False``). A chunk's id is
+``doc * 1000 + number``: stable while the document and the cut stay the same.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def chunked(documents: Corpus, spec: ChunkSpec, *, name: str | None = None, tabl
         if len(chunks) > CHUNKS_PER_DOCUMENT:
             raise DataError(f"{where}: {len(chunks)} chunks, more than {CHUNKS_PER_DOCUMENT}; cut with a larger size")
         shared = {f.name: record[f.name] for f in documents.fields}
-        return [{**shared, ID_COLUMN: chunk_id(doc.id, c.number), documents.text_field: c.indexed, PARENT: doc.id,
+        return [{**shared, ID_COLUMN: chunk_id(doc.id, c.number), documents.text_field: spec.indexed(c), PARENT: doc.id,
                  "section": " › ".join(c.section) or None, "span_start": c.start, "span_end": c.end}
                 for c in chunks]
 

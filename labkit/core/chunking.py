@@ -28,6 +28,7 @@ __all__ = [
     "Chunk",
     "TokenCounter",
     "word_tokens",
+    "token_spans",
     "sections",
     "sentences",
     "fixed_chunks",
@@ -52,6 +53,11 @@ _NOT_AN_END = re.compile(r"(?:^|[\s(«])(?:ул|г|д|ст|п|пп|ч|т|пр|и
 def word_tokens(text: str) -> int:
     """A rough token count: words and punctuation marks (e5's own tokenizer cuts Russian finer)."""
     return len(_TOKEN.findall(text))
+
+
+def token_spans(text: str) -> list[tuple[int, int]]:
+    """The character span of each of ``word_tokens``' tokens, in order (span metrics count answers in these)."""
+    return [match.span() for match in _TOKEN.finditer(text)]
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,7 @@ def fixed_chunks(doc_id: int, text: str, size: int, overlap: int = 0, title: str
     Taught in the chunking lesson: the simplest cut, blind to sentences and headings.
     """
     _check(size, overlap)
-    tokens = [match.span() for match in _TOKEN.finditer(text)]
+    tokens = token_spans(text)
     if not tokens:
         return []
     spans = []
@@ -225,11 +231,16 @@ CHUNKERS: dict[str, Callable[..., list[Chunk]]] = {
 
 @dataclass(frozen=True)
 class ChunkSpec:
-    """How to cut: one of CHUNKERS with its size and overlap in tokens; ``str()`` is «heading 200/40»."""
+    """How to cut: one of CHUNKERS with its size and overlap in tokens; ``str()`` is «heading 200/40».
+
+    `headed` false indexes each chunk's bare text, without the title and section path in front
+    (``Chunk.indexed``): the chunking lesson measures what that head is worth (``str()`` then ends in «bare»).
+    """
 
     method: str = "heading"
     size: int = 200
     overlap: int = 40
+    headed: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in CHUNKERS:
@@ -240,10 +251,14 @@ class ChunkSpec:
         """The chunks of one document."""
         return CHUNKERS[self.method](doc_id, text, self.size, self.overlap, title=title)
 
+    def indexed(self, chunk: Chunk) -> str:
+        """What is indexed for `chunk` under this spec: ``chunk.indexed`` (title and section path first), or its bare text."""
+        return chunk.indexed if self.headed else chunk.text
+
     @property
     def slug(self) -> str:
-        """A name part for tables: ``heading_200_40``."""
-        return f"{self.method}_{self.size}_{self.overlap}"
+        """A name part for tables: ``heading_200_40`` (``heading_200_40_bare`` without the head)."""
+        return f"{self.method}_{self.size}_{self.overlap}" + ("" if self.headed else "_bare")
 
     def __str__(self) -> str:
-        return f"{self.method} {self.size}/{self.overlap}"
+        return f"{self.method} {self.size}/{self.overlap}" + ("" if self.headed else " bare")

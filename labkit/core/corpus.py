@@ -123,6 +123,7 @@ class Corpus:
     heldout: Path | None = None  # labelled queries never used for tuning
     retrieval: Path | None = None  # the larger labelled set with a kind and a split per query
     expansion: Path | None = None  # search questions generated once and shipped with the course (11_beyond_rrf)
+    contexts: Path | None = None  # one line of context per chunk, generated once and shipped (15_kb_chunking)
     text_column: str = "body"
     text_field: str = "text"  # the key of the text in a JSON record
     ts_config: str = "russian"  # the text-search configuration of the tsv column and every tsquery

@@ -24,7 +24,7 @@ from labkit.retrieval.rerankers.coverage import Coverage, TextSource
 from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, corpus_text
 from labkit.retrieval.rewriters.spelling import Spelling
 
-__all__ = ["HYBRID", "HYBRID_BM25", "DEFAULT_FUSION", "HYBRID_EXPANDED", "DEFAULT_PRF", "COVERAGE_DEPTHS",
+__all__ = ["HYBRID", "HYBRID_BM25", "DEFAULT_FUSION", "HYBRID_EXPANDED", "HYBRID_CONTEXTUAL", "DEFAULT_PRF", "COVERAGE_DEPTHS",
            "COVERAGE_DEPTH", "SEARCH_MODES", "search_hybrid_bm25", "search_hybrid_latent", "search_hybrid_expanded",
            "search_hybrid_prf", "corrected", "covered", "judged", "mode_problem", "available_modes", "unavailable_modes",
            "skipped_note"]
@@ -69,6 +69,16 @@ SEARCH_MODES: dict[str, Pipeline] = {
     "fielded_corrected": Pipeline.of("fielded", rewrite=[Spelling()]),
     "fielded_covered": Pipeline.of("fielded", rewrite=[Spelling()], rerank=[Coverage(COVERAGE_DEPTH, fielded_text)]),
 }
+
+# --- taught in 15_kb_chunking: contextual chunks (a line of context per chunk, labkit.retrieval.contexts) ------
+# Meant for a corpus of chunks (the knowledge base); on any other corpus the lines are missing and these modes rank
+# the plain texts. HYBRID_CONTEXTUAL is the plain hybrid's fusion (equal weights, rrf_k 60): nothing was tuned.
+HYBRID_CONTEXTUAL = FusionConfig.of({"contextual": 1.0, "contextual_lexical": 1.0})
+SEARCH_MODES.update({
+    "contextual": Pipeline.of("contextual"),
+    "contextual_lexical": Pipeline.of("contextual_lexical"),
+    "hybrid_contextual": Pipeline.of(HYBRID_CONTEXTUAL),
+})
 
 # the modes under the names of the functions they replaced
 search_hybrid_bm25 = SEARCH_MODES["hybrid_bm25"]

@@ -19,7 +19,7 @@ from labkit.core.errors import LabError
 
 __all__ = ["LockBusy", "lock_holders", "advisory_lock", "advisory_xact_lock", "LOCK_WAIT_SECONDS", "LOCK_PURPOSES",
            "LOAD_LOCK", "LATENT_LOCK", "CHECKPOINT_LOCK", "EXPANSION_LOCK", "EXPANDED_VEC_LOCK", "FIELDED_VEC_LOCK",
-           "CLASSROOM_LOCK"]
+           "CLASSROOM_LOCK", "CONTEXT_LOCK", "CONTEXT_VEC_LOCK"]
 
 
 # Keys of the session-level advisory locks that serialise work across kernels, all in one place.
@@ -44,11 +44,18 @@ FIELDED_VEC_LOCK = 0x6669_656C_6421  # 'field!': (re)embedding the fielded docum
 CLASSROOM_LOCK = 0x636C_6173_7321  # 'class!': making a student's role and database (labkit.services.classroom)
 
 
+CONTEXT_LOCK = 0x636F_6E74_6578  # 'contex': writing a context line per chunk (labkit.retrieval.contexts)
+
+
+CONTEXT_VEC_LOCK = 0x6378_7476_6563  # 'cxtvec': (re)embedding the contextual chunks (labkit.retrieval.branches.contextual)
+
+
 LOCK_PURPOSES = {LOAD_LOCK: "loading the corpus", LATENT_LOCK: "encoding the latent terms",
                  CHECKPOINT_LOCK: "setting up the agent's checkpoint tables",
                  EXPANSION_LOCK: "expanding the documents", EXPANDED_VEC_LOCK: "embedding the expanded documents",
                  FIELDED_VEC_LOCK: "embedding the fielded documents",
-                 CLASSROOM_LOCK: "making a student's role and database"}
+                 CLASSROOM_LOCK: "making a student's role and database",
+                 CONTEXT_LOCK: "writing context lines for the chunks", CONTEXT_VEC_LOCK: "embedding the contextual chunks"}
 
 
 # A loader holds LOAD_LOCK while it embeds new texts (each model request has its own timeout):

@@ -17,11 +17,12 @@ from labkit.core.chunked import chunked
 from labkit.core.chunking import ChunkSpec
 from labkit.core.corpus import DATA_DIR, Corpus, Field
 
-__all__ = ["KB", "KB_DOCUMENTS", "KB_CHUNKING", "KB_DIR", "KB_SOURCE", "KB_QUERIES", "TYPE_NAMES"]
+__all__ = ["KB", "KB_DOCUMENTS", "KB_CHUNKING", "KB_DIR", "KB_SOURCE", "KB_QUERIES", "KB_CONTEXTS", "TYPE_NAMES"]
 
 KB_DIR = DATA_DIR / "kb"
 KB_SOURCE = KB_DIR / "documents.jsonl"
 KB_QUERIES = KB_DIR / "queries.jsonl"  # 125 labelled queries with a kind, a fixed split and the answers' spans
+KB_CONTEXTS = KB_DIR / "contexts.jsonl"  # a line of context per chunk of KB, written once by the default chat model
 
 TYPE_NAMES: dict[str, str] = {
     "policy": "правила для покупателей",
@@ -59,4 +60,4 @@ KB_DOCUMENTS = Corpus(
 # Picked in 15_kb_chunking on the tune split of KB_QUERIES: sections by headings, long ones cut by sentences.
 KB_CHUNKING = ChunkSpec("heading", 200, 40)
 KB = chunked(KB_DOCUMENTS, KB_CHUNKING, name="kb", table="kb_chunks",
-             title="база знаний ТехноМира (фрагменты документов)")
+             title="база знаний ТехноМира (фрагменты документов)", contexts=KB_CONTEXTS)

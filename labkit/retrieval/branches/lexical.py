@@ -12,7 +12,9 @@ tsquery treats as syntax (``& | ! : ( ) <-> * ' \\``, quotes, NUL) can survive t
 without words (empty, punctuation, emoji, only stop words) gives an empty ranking.
 
 ``ts_rank_cd`` (cover density: frequency plus proximity of matched words) orders the
-hits. Neither it nor ``ts_rank`` is BM25: they use no corpus statistics (no IDF).
+hits. Neither it nor ``ts_rank`` is BM25: they use no corpus statistics (no IDF). By default
+neither looks at a document's length either; their third argument, a bit mask (``NORMALIZATIONS``),
+divides the rank by a function of the length, which matters on long documents (15_kb_chunking).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from labkit.core.ranking import Hit
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["TS_CONFIG", "MAX_WORDS", "MAX_WORD_LENGTH", "query_words", "lexical_sql", "search_lexical"]
+__all__ = ["TS_CONFIG", "MAX_WORDS", "MAX_WORD_LENGTH", "NORMALIZATIONS", "query_words", "lexical_sql", "search_lexical"]
 
 TS_CONFIG = DEFAULT_CORPUS.ts_config  # the default corpus' text-search configuration; a lab's is lab.corpus.ts_config
 MAX_WORDS = 64  # a 10 kB paste is not a query; the first 64 distinct words are plenty
@@ -38,6 +40,16 @@ MAX_WORD_LENGTH = 100  # longer "words" are noise (Postgres itself skips lexemes
 _WORD = re.compile(r"\w+")
 _OPERATORS = {"any": " | ", "all": " & "}
 _RANKERS = {"ts_rank_cd": sql.SQL("ts_rank_cd"), "ts_rank": sql.SQL("ts_rank")}
+# The bits of ts_rank's and ts_rank_cd's normalization argument (PostgreSQL manual, "Ranking Search Results").
+NORMALIZATIONS: dict[int, str] = {
+    0: "длина документа не учитывается",
+    1: "ранг делится на 1 + логарифм длины документа",
+    2: "ранг делится на длину документа",
+    4: "ранг делится на среднее гармоническое расстояние между покрытиями (только ts_rank_cd)",
+    8: "ранг делится на число уникальных слов документа",
+    16: "ранг делится на 1 + логарифм числа уникальных слов",
+    32: "ранг делится на себя + 1 (приводится к отрезку от 0 до 1)",
+}
 
 Match = Literal["any", "all"]
 Ranker = Literal["ts_rank_cd", "ts_rank"]
@@ -54,10 +66,19 @@ def query_words(query: str) -> list[str]:
     return words
 
 
-def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpus = DEFAULT_CORPUS) -> sql.Composed:
+def _normalization(normalization: int) -> sql.Composable:
+    """The rank function's third argument for the bit mask `normalization`: nothing for 0 (the default)."""
+    if isinstance(normalization, bool) or not isinstance(normalization, int) or not 0 <= normalization < 64:
+        raise ValueError(f"normalization must be a sum of {', '.join(map(str, NORMALIZATIONS))}, got {normalization!r}")
+    return sql.SQL(", {}").format(sql.Literal(normalization)) if normalization else sql.SQL("")
+
+
+def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpus = DEFAULT_CORPUS,
+                normalization: int = 0) -> sql.Composed:
     """The lexical branch over `corpus` as SQL with parameters %(words)s (text[]) and %(limit)s. Taught in 02_lexical.
 
-    ``search_hybrid_sql`` embeds this same statement as its lexical CTE.
+    ``search_hybrid_sql`` embeds this same statement as its lexical CTE. `normalization` is the rank
+    function's bit mask (``NORMALIZATIONS``; 15_kb_chunking): 0 leaves the document's length out.
     """
     if match not in _OPERATORS:
         raise ValueError(f"match must be one of {sorted(_OPERATORS)}, not {match!r}")
@@ -65,7 +86,7 @@ def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpu
         raise ValueError(f"rank must be one of {sorted(_RANKERS)}, not {rank!r}")
     return sql.SQL(
         """
-        SELECT id, {rank}(tsv, q)::float8 AS score
+        SELECT id, {rank}(tsv, q{normalization})::float8 AS score
         FROM {table},
              to_tsquery({config}, array_to_string(%(words)s::text[], {operator})) AS q
         WHERE tsv @@ q
@@ -73,7 +94,7 @@ def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpu
         LIMIT %(limit)s
         """
     ).format(rank=_RANKERS[rank], table=sql.Identifier(corpus.table), config=sql.Literal(corpus.ts_config),
-             operator=sql.Literal(_OPERATORS[match]))
+             operator=sql.Literal(_OPERATORS[match]), normalization=_normalization(normalization))
 
 
 def search_lexical(
@@ -82,14 +103,17 @@ def search_lexical(
     top_k: int = 10,
     match: Match = "any",
     rank: Ranker = "ts_rank_cd",
+    normalization: int = 0,
 ) -> list[Hit]:
     """The top_k documents by full-text rank; words joined by OR (``match="all"``: AND). Taught in 02_lexical.
 
-    Never raises on the query text: a query without usable words returns [].
+    `normalization` is the rank's length normalization (``NORMALIZATIONS``, 15_kb_chunking). Never raises
+    on the query text: a query without usable words returns [].
     """
+    statement = lexical_sql(match, rank, lab.corpus, normalization)
     words = query_words(query)
     if not words or top_k < 1:
         return []
     with lab.conn.cursor() as cur:
-        cur.execute(lexical_sql(match, rank, lab.corpus), {"words": words, "limit": top_k})
+        cur.execute(statement, {"words": words, "limit": top_k})
         return [Hit(doc_id, score) for doc_id, score in cur.fetchall()]

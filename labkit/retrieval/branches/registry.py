@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from labkit.retrieval.branches.bm25 import search_bm25
+from labkit.retrieval.branches.contextual import search_contextual, search_contextual_lexical
 from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical
 from labkit.retrieval.branches.fielded import search_fielded
 from labkit.retrieval.branches.latent import latent_problem, search_latent
@@ -76,5 +77,8 @@ BRANCHES: dict[str, Branch] = {branch.name: branch for branch in (
     Branch("expanded", search_expanded),
     Branch("expanded_lexical", search_expanded_lexical),  # ts_rank_cd over body + questions
     Branch("fielded", search_fielded),  # the body embedded with its topic's gloss and company (11_beyond_rrf)
+    # chunks with the line of context the chat model wrote for each (labkit.retrieval.contexts; 15_kb_chunking)
+    Branch("contextual", search_contextual),
+    Branch("contextual_lexical", search_contextual_lexical),  # ts_rank_cd over chunk + context line
 )}
 """The single-signal rankings a pipeline can fuse, by name."""
