@@ -51,6 +51,7 @@ from labkit.course.checks import (
     ready,
 )
 from labkit.course.coursemap import course_map, course_map_markdown
+from labkit.evaluation.filtered_scan import CopyReport, ScanResult, copy_vectors, filtered_scan
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
     DepthResult,
@@ -89,6 +90,7 @@ from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import Reply, ask_model, split_thinking
 from labkit.models.embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
 from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
+from labkit.retrieval.branches.codes import CODE_KEYS_FUNCTION, code_keys, codes_sql, ensure_code_index, search_codes
 from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
 from labkit.retrieval.branches.latent import (
@@ -100,8 +102,9 @@ from labkit.retrieval.branches.latent import (
 )
 from labkit.retrieval.branches.lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
-from labkit.retrieval.branches.registry import BRANCHES, Branch, Need
+from labkit.retrieval.branches.registry import BRANCHES, Branch, CorpusNeed, Need
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
+from labkit.retrieval.filters import Filters, query_filters
 from labkit.retrieval.fusion import (
     HYBRID_SQL,
     RRF_K,
@@ -113,15 +116,22 @@ from labkit.retrieval.fusion import (
     search_hybrid_sql,
 )
 from labkit.retrieval.modes import (
+    ALIASED_BM25,
     COVERAGE_DEPTH,
     COVERAGE_DEPTHS,
     DEFAULT_FUSION,
     DEFAULT_PRF,
+    HYBRID_CODES,
+    HYBRID_CODES_ALIASES,
+    KB_MODES,
     SEARCH_MODES,
+    all_modes,
     available_modes,
     corrected,
     covered,
+    mode_misfit,
     mode_problem,
+    modes_for,
     search_hybrid_bm25,
     search_hybrid_expanded,
     search_hybrid_latent,
@@ -132,6 +142,14 @@ from labkit.retrieval.modes import (
 from labkit.retrieval.pipeline import Pipeline, search_fused
 from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
 from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, rerank_by_coverage
+from labkit.retrieval.rewriters.aliases import (
+    Aliases,
+    ensure_aliases,
+    expand_aliases,
+    mine_aliases,
+    synonym_file_problem,
+    synonym_sample,
+)
 from labkit.retrieval.rewriters.spelling import Correction, Spelling, correct_query, from_latin_layout
 from labkit.services.setup import open_lab, setup
 from labkit.services.stack import StackError, down, ensure_stack, status, up
@@ -167,6 +185,11 @@ __all__ = [
     "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
     "Branch", "Need", "Pipeline", "Spelling", "Coverage",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
+    # the knowledge base's codes, abbreviations and filters (16_kb_codes)
+    "CODE_KEYS_FUNCTION", "code_keys", "codes_sql", "ensure_code_index", "search_codes", "CorpusNeed",
+    "Aliases", "ensure_aliases", "expand_aliases", "mine_aliases", "synonym_file_problem", "synonym_sample",
+    "Filters", "query_filters", "ALIASED_BM25", "HYBRID_CODES", "HYBRID_CODES_ALIASES", "KB_MODES", "all_modes",
+    "modes_for", "mode_misfit", "CopyReport", "ScanResult", "copy_vectors", "filtered_scan",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",

@@ -18,6 +18,7 @@ hits. Neither it nor ``ts_rank`` is BM25: they use no corpus statistics (no IDF)
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from psycopg import sql
@@ -25,6 +26,7 @@ from psycopg import sql
 from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.core.ranking import Hit
+from labkit.retrieval.filters import within_source
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -54,10 +56,12 @@ def query_words(query: str) -> list[str]:
     return words
 
 
-def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpus = DEFAULT_CORPUS) -> sql.Composed:
+def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpus = DEFAULT_CORPUS,
+                within: bool = False) -> sql.Composed:
     """The lexical branch over `corpus` as SQL with parameters %(words)s (text[]) and %(limit)s. Taught in 02_lexical.
 
-    ``search_hybrid_sql`` embeds this same statement as its lexical CTE.
+    ``search_hybrid_sql`` embeds this same statement as its lexical CTE. With `within`, only the
+    rows whose id is in the parameter %(within)s are ranked (16_kb_codes).
     """
     if match not in _OPERATORS:
         raise ValueError(f"match must be one of {sorted(_OPERATORS)}, not {match!r}")
@@ -72,7 +76,7 @@ def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpu
         ORDER BY score DESC, id
         LIMIT %(limit)s
         """
-    ).format(rank=_RANKERS[rank], table=sql.Identifier(corpus.table), config=sql.Literal(corpus.ts_config),
+    ).format(rank=_RANKERS[rank], table=within_source(corpus.table, within), config=sql.Literal(corpus.ts_config),
              operator=sql.Literal(_OPERATORS[match]))
 
 
@@ -82,14 +86,18 @@ def search_lexical(
     top_k: int = 10,
     match: Match = "any",
     rank: Ranker = "ts_rank_cd",
+    *,
+    within: Sequence[int] | None = None,
 ) -> list[Hit]:
     """The top_k documents by full-text rank; words joined by OR (``match="all"``: AND). Taught in 02_lexical.
 
-    Never raises on the query text: a query without usable words returns [].
+    Never raises on the query text: a query without usable words returns []. `within`: rank only
+    these ids (16_kb_codes).
     """
     words = query_words(query)
-    if not words or top_k < 1:
+    if not words or top_k < 1 or (within is not None and not within):
         return []
+    params = {"words": words, "limit": top_k, "within": None if within is None else list(within)}
     with lab.conn.cursor() as cur:
-        cur.execute(lexical_sql(match, rank, lab.corpus), {"words": words, "limit": top_k})
+        cur.execute(lexical_sql(match, rank, lab.corpus, within is not None), params)
         return [Hit(doc_id, score) for doc_id, score in cur.fetchall()]
