@@ -86,6 +86,7 @@ from labkit.course.checks import (
 from labkit.course.checks.chunker import answer_spans, coverage_sweep
 from labkit.course.coursemap import course_map, course_map_markdown
 from labkit.evaluation.chunk_sweep import FULL_GRID, SweepResult, pick_cut, sweep_chunking, sweep_frame
+from labkit.evaluation.filtered_scan import CopyReport, ScanResult, copy_vectors, filtered_scan
 from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
@@ -138,6 +139,7 @@ from labkit.models.embedding import FORMATS, document_text, embed_documents, emb
 from labkit.models.relevance import JudgeUnavailable, judge_relevance, yes_probability
 from labkit.models.tokenizer import E5_TOKEN_LIMIT, model_tokens, token_limit
 from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
+from labkit.retrieval.branches.codes import CODE_KEYS_FUNCTION, code_keys, codes_sql, ensure_code_index, search_codes
 from labkit.retrieval.branches.contextual import search_contextual, search_contextual_lexical
 from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
@@ -150,10 +152,11 @@ from labkit.retrieval.branches.latent import (
 )
 from labkit.retrieval.branches.lexical import NORMALIZATIONS, TS_CONFIG, lexical_sql, query_words, search_lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
-from labkit.retrieval.branches.registry import BRANCHES, Branch, Need
+from labkit.retrieval.branches.registry import BRANCHES, Branch, CorpusNeed, Need
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
 from labkit.retrieval.contexts import ContextReport, ensure_contexts, parse_context
 from labkit.retrieval.documents import collapse, document_hits
+from labkit.retrieval.filters import Filters, query_filters
 from labkit.retrieval.fusion import (
     HYBRID_SQL,
     RRF_K,
@@ -166,17 +169,24 @@ from labkit.retrieval.fusion import (
 )
 from labkit.retrieval.heads import head_texts, search_texts, vector_agreement
 from labkit.retrieval.modes import (
+    ALIASED_BM25,
     COVERAGE_DEPTH,
     COVERAGE_DEPTHS,
     DEFAULT_FUSION,
     DEFAULT_PRF,
+    HYBRID_CODES,
+    HYBRID_CODES_ALIASES,
     HYBRID_CONTEXTUAL,
+    KB_MODES,
     SEARCH_MODES,
+    all_modes,
     available_modes,
     corrected,
     covered,
     judged,
+    mode_misfit,
     mode_problem,
+    modes_for,
     search_hybrid_bm25,
     search_hybrid_expanded,
     search_hybrid_latent,
@@ -188,6 +198,14 @@ from labkit.retrieval.pipeline import Pipeline, search_fused
 from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
 from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, rerank_by_coverage
 from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, judge_scores, rerank_by_judge
+from labkit.retrieval.rewriters.aliases import (
+    Aliases,
+    ensure_aliases,
+    expand_aliases,
+    mine_aliases,
+    synonym_file_problem,
+    synonym_sample,
+)
 from labkit.retrieval.rewriters.spelling import Correction, Spelling, correct_query, from_latin_layout
 from labkit.retrieval.spec import SpecError, pipeline_from_spec, pipeline_spec
 from labkit.services.setup import open_lab, setup
@@ -237,6 +255,11 @@ __all__ = [
     "FULL_GRID", "SweepResult", "sweep_chunking", "pick_cut", "sweep_frame", "NORMALIZATIONS",
     "ContextReport", "ensure_contexts", "parse_context", "search_contextual", "search_contextual_lexical",
     "HYBRID_CONTEXTUAL",
+    # the knowledge base's codes, abbreviations and filters (16_kb_codes)
+    "CODE_KEYS_FUNCTION", "code_keys", "codes_sql", "ensure_code_index", "search_codes", "CorpusNeed",
+    "Aliases", "ensure_aliases", "expand_aliases", "mine_aliases", "synonym_file_problem", "synonym_sample",
+    "Filters", "query_filters", "ALIASED_BM25", "HYBRID_CODES", "HYBRID_CODES_ALIASES", "KB_MODES", "all_modes",
+    "modes_for", "mode_misfit", "CopyReport", "ScanResult", "copy_vectors", "filtered_scan",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",

@@ -69,4 +69,4 @@ def test_every_search_mode_has_the_same_signature():
         params = list(inspect.signature(mode).parameters.values())
         assert [p.name for p in params[:3]] == ["lab", "query", "top_k"], name
         assert params[2].default == 10, name
-    assert set(lk.BRANCHES) <= set(lk.SEARCH_MODES)
+    assert set(lk.BRANCHES) <= set(lk.all_modes())

@@ -28,9 +28,6 @@ STAGES = {
     "fielded": "fielded",
     "fielded_corrected": "spelling → fielded",
     "fielded_covered": "spelling → fielded → coverage@4",
-    "contextual": "contextual",
-    "contextual_lexical": "contextual_lexical",
-    "hybrid_contextual": "contextual + contextual_lexical → RRF(k=60)",
 }
 
 
@@ -38,6 +35,12 @@ def test_every_mode_prints_its_stages():
     assert {name: str(mode) for name, mode in lk.SEARCH_MODES.items()} == STAGES
     assert list(lk.SEARCH_MODES) == list(STAGES)
     assert all(isinstance(mode, lk.Pipeline) for mode in lk.SEARCH_MODES.values())
+
+
+def test_the_contextual_modes_search_chunks_only():
+    assert str(lk.KB_MODES["hybrid_contextual"]) == "contextual + contextual_lexical → RRF(k=60)"
+    assert "contextual" not in lk.modes_for(lk.NEWS) and "hybrid_contextual" in lk.modes_for(lk.KB)
+    assert "not a corpus of chunks" in (lk.mode_misfit("contextual", lk.NEWS) or "")
 
 
 def test_the_tuned_mode_reads_like_the_lesson():

@@ -13,7 +13,7 @@ from typing import Any
 
 from labkit.core.corpora import CORPORA, DEFAULT_CORPUS, corpus_named, load_queries
 from labkit.evaluation.retrieval import EvalReport, evaluate
-from labkit.retrieval.modes import SEARCH_MODES, available_modes, unavailable_modes
+from labkit.retrieval.modes import all_modes, available_modes, mode_misfit, modes_for, unavailable_modes
 from labkit.services.setup import setup
 
 __all__ = ["register", "run"]
@@ -30,8 +30,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--k", "--top-k", dest="top_k", type=int, default=3,
                         help="cut-off k of Recall@k and nDCG@k (default 3)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--modes", help=f"comma-separated modes of {', '.join(SEARCH_MODES)} "
-                                         "(default: all that can run on this machine)")
+    parser.add_argument("--modes", help=f"comma-separated modes of {', '.join(all_modes())} "
+                                         "(default: all that fit the corpus and can run on this machine)")
     parser.set_defaults(run=run)
 
 
@@ -40,16 +40,20 @@ def run(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         args.parser.error(f"--k must be at least 1, got {args.top_k}")
     modes = None if not args.modes else [m.strip() for m in args.modes.split(",") if m.strip()]
+    corpus = corpus_named(args.corpus)
     if modes is not None:
-        unknown = [m for m in modes if m not in SEARCH_MODES]
+        unknown = [m for m in modes if m not in all_modes()]
         if unknown or not modes:
             args.parser.error(f"unknown mode(s) {', '.join(unknown) or '(none given)'}; "
-                              f"choose from {', '.join(SEARCH_MODES)}")
-        missing = {m: why for m, why in unavailable_modes().items() if m in modes}
+                              f"choose from {', '.join(all_modes())}")
+        misfits = {m: why for m in modes if (why := mode_misfit(m, corpus)) is not None}
+        if misfits:
+            args.parser.error(f"mode(s) {', '.join(misfits)} cannot search the corpus {corpus.name} "
+                              f"({next(iter(misfits.values()))}); modes for it: {', '.join(modes_for(corpus))}")
+        missing = {m: why for m, why in unavailable_modes(corpus).items() if m in modes}
         if missing:
             args.parser.error(f"mode(s) {', '.join(missing)} cannot run on this machine ({next(iter(missing.values()))}); "
-                              f"available: {', '.join(available_modes())}")
-    corpus = corpus_named(args.corpus)
+                              f"available: {', '.join(available_modes(corpus))}")
     queries = load_queries(args.queries, corpus=corpus)  # a bad file fails before any service is touched
     with setup(quiet=True, corpus=corpus) as lab:
         report = evaluate(lab, queries, modes, top_k=args.top_k)

@@ -28,7 +28,8 @@ from labkit.core.errors import LabError
 from labkit.core.ranking import ids
 from labkit.evaluation.metrics import METRICS, Metric, mean_metric, metric_value
 from labkit.retrieval.branches.registry import BRANCHES
-from labkit.retrieval.documents import document_hits
+from labkit.retrieval.documents import collapse, document_hits
+from labkit.retrieval.filters import Filters
 from labkit.retrieval.fusion import (
     CANDIDATES,
     RRF_K,
@@ -40,12 +41,14 @@ from labkit.retrieval.fusion import (
 )
 from labkit.retrieval.modes import (
     COVERAGE_DEPTHS,
-    SEARCH_MODES,
+    all_modes,
     available_modes,
     covered,
+    mode_misfit,
     mode_problem,
     unavailable_modes,
 )
+from labkit.retrieval.pipeline import Pipeline
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -146,28 +149,41 @@ def evaluate(
     modes: Mapping[str, SearchMode] | Sequence[str] | None = None,
     top_k: int = 3,
     depth: int = DEPTH,
+    filters: Mapping[str, Filters] | None = None,
 ) -> EvalReport:
     """Run every mode on every labelled query and score it (Recall@k, MRR, nDCG@k). Taught in 05_evaluation.
 
-    `modes` defaults to every mode this machine can run (``available_modes()``); the others are
-    listed in the report's ``unavailable``. Naming a mode that cannot run here raises ``LabError``.
-    On a corpus of chunks (the knowledge base) the rankings are of documents: each ranks where its best
-    chunk ranks (``labkit.retrieval.documents.document_hits``).
+    `modes` defaults to every mode for the lab's corpus this machine can run (``available_modes``); the
+    others are listed in the report's ``unavailable``. Naming a mode that cannot run here, or cannot
+    search the lab's corpus, raises ``LabError``. On a corpus of chunks (the knowledge base) the rankings
+    are of documents: each ranks where its best chunk ranks (``labkit.retrieval.documents.document_hits``).
+    `filters` maps a query to the metadata filters its modes search within (16_kb_codes); each mode
+    then needs a filter stage (``Pipeline.where``), so it must be a pipeline of filterable branches.
     """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
     unavailable: dict[str, str] = {}
     if modes is None:
-        modes, unavailable = available_modes(), unavailable_modes()
+        modes, unavailable = available_modes(lab.corpus), unavailable_modes(lab.corpus)
     elif not isinstance(modes, Mapping):
+        known = all_modes()
         for name in modes:
-            if (problem := mode_problem(name)) is not None:
+            if name not in known:
+                raise LabError(f"no search mode {name!r}; modes: {', '.join(known)}")
+            if (problem := mode_problem(name) or mode_misfit(name, lab.corpus)) is not None:
                 raise LabError(f"search mode {name} cannot run here: {problem}")
-        modes = {name: SEARCH_MODES[name] for name in modes}
+        modes = {name: known[name] for name in modes}
+    filters = filters or {}
+    for name, search in modes.items():
+        if filters and not (isinstance(search, Pipeline) and search.filterable):
+            raise LabError(f"search mode {name} cannot search within filters: not a pipeline of filterable branches")
     results = []
     for labelled in queries:
+        where = filters.get(labelled.query)
+        searches = modes if where is None else {name: search.where(where) for name, search in modes.items()
+                                                if isinstance(search, Pipeline)}
         rankings = {name: ids(document_hits(lab, search, labelled.query, max(top_k, depth)))
-                    for name, search in modes.items()}
+                    for name, search in searches.items()}
         scores = {
             name: {metric: metric_value(metric, ranking, labelled.relevant, top_k) for metric in METRICS}
             for name, ranking in rankings.items()
@@ -238,13 +254,17 @@ def time_modes(
 
 # --- tuning a fusion --------------------------------------------------------------------------
 
-def branch_rankings(lab: Lab, queries: Sequence[str], depth: int = CANDIDATES) -> dict[str, dict[str, list[int]]]:
+def branch_rankings(lab: Lab, queries: Sequence[str], depth: int = CANDIDATES,
+                    branches: Mapping[str, SearchMode] | None = None) -> dict[str, dict[str, list[int]]]:
     """Every branch's top-`depth` ids for every query: ``{branch: {query: ids}}``. Taught in 11_beyond_rrf.
 
-    Branches this machine cannot run (``Branch.problem``) are left out.
+    `branches` defaults to the registry's; branches this machine cannot run (``Branch.problem``) or that
+    cannot search the lab's corpus (``Branch.misfit``) are left out.
     """
-    return {name: {q: ids(branch(lab, q, depth)) for q in queries}
-            for name, branch in BRANCHES.items() if branch.problem() is None}
+    if branches is None:
+        branches = {name: branch for name, branch in BRANCHES.items()
+                    if branch.problem() is None and branch.misfit(lab.corpus) is None}
+    return {name: {q: ids(branch(lab, q, depth)) for q in queries} for name, branch in branches.items()}
 
 
 class TuningResult(NamedTuple):
@@ -309,17 +329,22 @@ def tune_fusion(
     queries: Sequence[LabelledQuery],
     grid: Sequence[FusionConfig] | None = None,
     top_k: int = 3,
+    parents: Mapping[int, int] | None = None,
 ) -> list[TuningResult]:
     """Score each configuration on `queries`; best first (Recall@k, MRR, closeness to defaults). Taught in 11_beyond_rrf.
 
-    `rankings` is ``branch_rankings(...)`` of at least these queries.
+    `rankings` is ``branch_rankings(...)`` of at least these queries. On a corpus of chunks give
+    `parents` (chunk id -> document id, ``labkit.retrieval.documents.parents``): each fused ranking of
+    chunks is collapsed to documents before it is scored, as ``evaluate`` does (16_kb_codes).
     """
     if not queries:
         raise ValueError("tune_fusion needs at least one labelled query")
     results = []
     for config in grid if grid is not None else default_grid():
         fused = [
-            ids(fuse({name: rankings[name][q.query] for name, _ in config.branches}, config)) for q in queries
+            ids(hits if parents is None else collapse(hits, parents))
+            for q in queries
+            for hits in [fuse({name: rankings[name][q.query] for name, _ in config.branches}, config)]
         ]
         results.append(
             TuningResult(config, mean_metric("recall", fused, queries, top_k), mean_metric("mrr", fused, queries, top_k))

@@ -23,7 +23,7 @@ millions would keep the per-lexeme statistics in a table maintained by a trigger
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -33,6 +33,7 @@ from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.core.ranking import Hit, from_scores
 from labkit.retrieval.branches.lexical import query_words
+from labkit.retrieval.filters import within_source
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -90,9 +91,13 @@ LIMIT %(limit)s
 _LEXEMES = "SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(words)s)) ORDER BY lexeme"
 
 
-def bm25_sql(corpus: Corpus) -> sql.Composed:
-    """BM25_SQL over `corpus`: its documents table and text-search configuration. Taught in 10_bm25."""
-    return sql.SQL(BM25_SQL).format(table=sql.Identifier(corpus.table), config=sql.Literal(corpus.ts_config))
+def bm25_sql(corpus: Corpus, within: bool = False) -> sql.Composed:
+    """BM25_SQL over `corpus`: its documents table and text-search configuration. Taught in 10_bm25.
+
+    With `within`, the table is only its rows whose id is in the parameter %(within)s (16_kb_codes):
+    the filtered rows are the collection searched, and N, avgdl and df are counted over them.
+    """
+    return sql.SQL(BM25_SQL).format(table=within_source(corpus.table, within, alias=False), config=sql.Literal(corpus.ts_config))
 
 
 def _check_parameters(top_k: int, k1: float, b: float) -> None:
@@ -160,12 +165,18 @@ def search_bm25(
     top_k: int = 10,
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
+    *,
+    within: Sequence[int] | None = None,
 ) -> list[Hit]:
-    """The top_k documents by BM25 computed in one SQL statement; any string is safe. Taught in 10_bm25."""
+    """The top_k documents by BM25 computed in one SQL statement; any string is safe. Taught in 10_bm25.
+
+    `within`: rank only these ids, as a collection of their own (16_kb_codes).
+    """
     _check_parameters(top_k, k1, b)
     words = " ".join(query_words(query))
-    if not words:
+    if not words or (within is not None and not within):
         return []
-    rows = lab.conn.execute(bm25_sql(lab.corpus), {"words": words, "k1": k1, "b": b, "limit": top_k}).fetchall()
+    params = {"words": words, "k1": k1, "b": b, "limit": top_k, "within": None if within is None else list(within)}
+    rows = lab.conn.execute(bm25_sql(lab.corpus, within is not None), params).fetchall()
     return [Hit(doc_id, float(score)) for doc_id, score in rows]
 

@@ -20,6 +20,7 @@ divides the rank by a function of the length, which matters on long documents (1
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from psycopg import sql
@@ -27,6 +28,7 @@ from psycopg import sql
 from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.core.ranking import Hit
+from labkit.retrieval.filters import within_source
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -74,11 +76,12 @@ def _normalization(normalization: int) -> sql.Composable:
 
 
 def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpus = DEFAULT_CORPUS,
-                normalization: int = 0) -> sql.Composed:
+                normalization: int = 0, within: bool = False) -> sql.Composed:
     """The lexical branch over `corpus` as SQL with parameters %(words)s (text[]) and %(limit)s. Taught in 02_lexical.
 
     ``search_hybrid_sql`` embeds this same statement as its lexical CTE. `normalization` is the rank
-    function's bit mask (``NORMALIZATIONS``; 15_kb_chunking): 0 leaves the document's length out.
+    function's bit mask (``NORMALIZATIONS``; 15_kb_chunking): 0 leaves the document's length out. With
+    `within`, only the rows whose id is in the parameter %(within)s are ranked (16_kb_codes).
     """
     if match not in _OPERATORS:
         raise ValueError(f"match must be one of {sorted(_OPERATORS)}, not {match!r}")
@@ -93,7 +96,7 @@ def lexical_sql(match: Match = "any", rank: Ranker = "ts_rank_cd", corpus: Corpu
         ORDER BY score DESC, id
         LIMIT %(limit)s
         """
-    ).format(rank=_RANKERS[rank], table=sql.Identifier(corpus.table), config=sql.Literal(corpus.ts_config),
+    ).format(rank=_RANKERS[rank], table=within_source(corpus.table, within), config=sql.Literal(corpus.ts_config),
              operator=sql.Literal(_OPERATORS[match]), normalization=_normalization(normalization))
 
 
@@ -104,16 +107,19 @@ def search_lexical(
     match: Match = "any",
     rank: Ranker = "ts_rank_cd",
     normalization: int = 0,
+    *,
+    within: Sequence[int] | None = None,
 ) -> list[Hit]:
     """The top_k documents by full-text rank; words joined by OR (``match="all"``: AND). Taught in 02_lexical.
 
     `normalization` is the rank's length normalization (``NORMALIZATIONS``, 15_kb_chunking). Never raises
-    on the query text: a query without usable words returns [].
+    on the query text: a query without usable words returns []. `within`: rank only these ids (16_kb_codes).
     """
-    statement = lexical_sql(match, rank, lab.corpus, normalization)
+    statement = lexical_sql(match, rank, lab.corpus, normalization, within is not None)
     words = query_words(query)
-    if not words or top_k < 1:
+    if not words or top_k < 1 or (within is not None and not within):
         return []
+    params = {"words": words, "limit": top_k, "within": None if within is None else list(within)}
     with lab.conn.cursor() as cur:
-        cur.execute(statement, {"words": words, "limit": top_k})
+        cur.execute(statement, params)
         return [Hit(doc_id, score) for doc_id, score in cur.fetchall()]
