@@ -19,7 +19,7 @@ from labkit.core.errors import LabError
 
 __all__ = ["LockBusy", "lock_holders", "advisory_lock", "advisory_xact_lock", "LOCK_WAIT_SECONDS", "LOCK_PURPOSES",
            "LOAD_LOCK", "LATENT_LOCK", "CHECKPOINT_LOCK", "EXPANSION_LOCK", "EXPANDED_VEC_LOCK", "FIELDED_VEC_LOCK",
-           "CLASSROOM_LOCK"]
+           "CLASSROOM_LOCK", "SHOP_LOCK"]
 
 
 # Keys of the session-level advisory locks that serialise work across kernels, all in one place.
@@ -44,11 +44,14 @@ FIELDED_VEC_LOCK = 0x6669_656C_6421  # 'field!': (re)embedding the fielded docum
 CLASSROOM_LOCK = 0x636C_6173_7321  # 'class!': making a student's role and database (labkit.services.classroom)
 
 
+SHOP_LOCK = 0x73_686F_7021  # 'shop!': creating and loading the shop's schema and its reader role (labkit.store.shop)
+
+
 LOCK_PURPOSES = {LOAD_LOCK: "loading the corpus", LATENT_LOCK: "encoding the latent terms",
                  CHECKPOINT_LOCK: "setting up the agent's checkpoint tables",
                  EXPANSION_LOCK: "expanding the documents", EXPANDED_VEC_LOCK: "embedding the expanded documents",
                  FIELDED_VEC_LOCK: "embedding the fielded documents",
-                 CLASSROOM_LOCK: "making a student's role and database"}
+                 CLASSROOM_LOCK: "making a student's role and database", SHOP_LOCK: "loading the shop"}
 
 
 # A loader holds LOAD_LOCK while it embeds new texts (each model request has its own timeout):
