@@ -6,14 +6,20 @@ databases to PUBLIC, which the shared stack must never see. The rest needs no se
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import psycopg
 import pytest
 from privatepg import PrivatePostgres, private_postgres
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import labkit as lk
 from labkit.core.settings import ClassModeError, client_name, get_settings
+from labkit.core.shop.generate import shop_data
 from labkit.services import classroom
 from labkit.services.setup import model_client
+from labkit.store.shop.loading import ensure_shop
+from labkit.store.shop.reader import open_reader, reader_password, reader_role, run_select
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +136,27 @@ def test_a_student_database_holds_a_whole_lab(cluster: PrivatePostgres, settings
     with lk.open_lab(student) as lab:
         assert lab.conn.info.user == "lab_dave" and lab.loaded.documents > 0
         assert lk.search_hybrid(lab, "ключевая ставка", top_k=3)
+
+
+@pytest.mark.services
+def test_a_student_gets_the_shops_read_only_role_they_could_not_make_themselves(cluster: PrivatePostgres):
+    """The SQL agent's reader in class mode: made by the hub, granted by the student, reading only their shop."""
+    url = classroom.provision("fay", cluster.admin_url, cluster.home)
+    with psycopg.connect(url, autocommit=True) as conn:
+        lab = SimpleNamespace(conn=conn)
+        ensure_shop(lab)  # the loader needs only the lab's connection
+        conn.execute("CREATE TABLE diary (note text)")
+        with open_reader(conn, url) as reader:
+            assert reader.info.user == reader_role("lab_fay")
+            assert run_select(reader, "SELECT count(*) FROM products").rows == [(len(shop_data().products),)]
+            assert "permission denied" in run_select(reader, "SELECT * FROM public.diary").error
+    classroom.provision("gus", cluster.admin_url, cluster.home)
+    role = reader_role("lab_fay")
+    password = reader_password(conninfo_to_dict(url)["password"], role)
+    assert "permission denied" in _refused(make_conninfo(url, user=role, password=password, dbname="lab_gus"))
+    classroom.remove_student("fay", cluster.admin_url)
+    with psycopg.connect(cluster.admin_url) as admin:
+        assert admin.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (reader_role("lab_fay"),)).fetchone() == (0,)
 
 
 @pytest.mark.services

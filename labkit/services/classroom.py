@@ -20,7 +20,10 @@ secret in the lab home (``classroom.secret``, 0600), so it is the same at every 
 per student is stored; it reaches Postgres only as a SCRAM verifier computed here. The server
 databases ``postgres`` and ``template1`` and the instructor's database are closed to PUBLIC too.
 A student's database starts empty (``template0`` + pgvector); the first ``lk.setup()`` loads the
-corpus into it as in a solo lab.
+corpus into it as in a solo lab. Each student also gets the SQL agent's read-only role
+(``labkit.store.shop.reader``, ``shop_reader_<database>``, password derived from the student's),
+since only a role that may create roles can make it; the student's own session grants it SELECT on
+the shop's tables.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from labkit.core.settings import Settings
 from labkit.services.home import ensure_home, read_secret, write_secret
 from labkit.store.connection import connection_options
 from labkit.store.locks import CLASSROOM_LOCK, advisory_lock
+from labkit.store.shop.reader import ensure_reader_role, reader_password, reader_role
 
 __all__ = ["PREFIX", "CONNECTION_LIMIT", "SECRET_FILE", "student_name", "student_password", "provision",
            "remove_student", "spawn_environment", "sync_course"]
@@ -137,6 +141,8 @@ def provision(user: str, admin_url: str, home: Path) -> str:
     with _connect(admin_url) as conn, advisory_lock(conn, CLASSROOM_LOCK, wait_seconds=60):
         _ensure_role(conn, name, password)
         _ensure_database(conn, name)
+        reader = reader_role(name)  # the SQL agent's read-only role: students may not create roles themselves
+        ensure_reader_role(conn, reader, reader_password(password, reader))
         instructor = unquote(urlsplit(admin_url).path.lstrip("/"))
         for database in dict.fromkeys([*SHARED_DATABASES, instructor] if instructor else SHARED_DATABASES):
             conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
@@ -147,11 +153,12 @@ def provision(user: str, admin_url: str, home: Path) -> str:
 
 
 def remove_student(user: str, admin_url: str) -> None:
-    """Drop `user`'s database (closing its sessions) and role: the end of a course."""
+    """Drop `user`'s database (closing its sessions), role and shop reader role: the end of a course."""
     name = sql.Identifier(student_name(user))
     with _connect(admin_url) as conn, advisory_lock(conn, CLASSROOM_LOCK, wait_seconds=60):
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(name))
+        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(reader_role(student_name(user)))))
 
 
 def spawn_environment(user: str, settings: Settings) -> dict[str, str]:

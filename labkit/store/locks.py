@@ -19,7 +19,8 @@ from labkit.core.errors import LabError
 
 __all__ = ["LockBusy", "lock_holders", "advisory_lock", "advisory_xact_lock", "LOCK_WAIT_SECONDS", "LOCK_PURPOSES",
            "LOAD_LOCK", "LATENT_LOCK", "CHECKPOINT_LOCK", "EXPANSION_LOCK", "EXPANDED_VEC_LOCK", "FIELDED_VEC_LOCK",
-           "CLASSROOM_LOCK", "CONTEXT_LOCK", "CONTEXT_VEC_LOCK", "CODE_INDEX_LOCK", "ALIASES_LOCK", "VECTOR_COPIES_LOCK"]
+           "CLASSROOM_LOCK", "CONTEXT_LOCK", "CONTEXT_VEC_LOCK", "CODE_INDEX_LOCK", "ALIASES_LOCK", "VECTOR_COPIES_LOCK",
+           "SHOP_LOCK"]
 
 
 # Keys of the session-level advisory locks that serialise work across kernels, all in one place.
@@ -48,6 +49,8 @@ CONTEXT_LOCK = 0x636F_6E74_6578  # 'contex': writing a context line per chunk (l
 
 
 CONTEXT_VEC_LOCK = 0x6378_7476_6563  # 'cxtvec': (re)embedding the contextual chunks (labkit.retrieval.branches.contextual)
+
+
 CODE_INDEX_LOCK = 0x636F_6465_6B79  # 'codeky': the code-key function and index (labkit.retrieval.branches.codes)
 
 
@@ -57,6 +60,9 @@ ALIASES_LOCK = 0x616C_6961_7321  # 'alias!': mining the abbreviations table (lab
 VECTOR_COPIES_LOCK = 0x7665_6363_7079  # 'veccpy': the copied chunk vectors (labkit.evaluation.filtered_scan)
 
 
+SHOP_LOCK = 0x73_686F_7021  # 'shop!': creating and loading the shop's schema and its reader role (labkit.store.shop)
+
+
 LOCK_PURPOSES = {LOAD_LOCK: "loading the corpus", LATENT_LOCK: "encoding the latent terms",
                  CHECKPOINT_LOCK: "setting up the agent's checkpoint tables",
                  EXPANSION_LOCK: "expanding the documents", EXPANDED_VEC_LOCK: "embedding the expanded documents",
@@ -64,7 +70,7 @@ LOCK_PURPOSES = {LOAD_LOCK: "loading the corpus", LATENT_LOCK: "encoding the lat
                  CLASSROOM_LOCK: "making a student's role and database",
                  CONTEXT_LOCK: "writing context lines for the chunks", CONTEXT_VEC_LOCK: "embedding the contextual chunks",
                  CODE_INDEX_LOCK: "creating the code-key index", ALIASES_LOCK: "mining the abbreviations",
-                 VECTOR_COPIES_LOCK: "copying the chunk vectors"}
+                 VECTOR_COPIES_LOCK: "copying the chunk vectors", SHOP_LOCK: "loading the shop"}
 
 
 # A loader holds LOAD_LOCK while it embeds new texts (each model request has its own timeout):
