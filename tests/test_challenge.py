@@ -397,7 +397,7 @@ def _readme_challenge() -> str:
 def test_the_readme_states_the_hidden_queries_a_ranking_needs_as_the_method_computes_them(lab_ro):
     said = _readme_challenge()
     report = lk.load_queries(lk.RETRIEVAL_PATH, split="report")
-    evaluated = lk.evaluate(lab_ro, report, ["hybrid", "fielded_corrected", "hybrid_expanded"], top_k=3)
+    evaluated = lk.evaluate(lab_ro, report, ["hybrid", "fielded_corrected"], top_k=3)
     base, best = (lk.scores_of(evaluated, mode) for mode in ("hybrid", "fielded_corrected"))
     needed = lk.queries_needed(best.recall, base.recall)
     assert f"never called real before the pipelines differ on {lk.min_discordant(0.05)} queries" in said
@@ -406,4 +406,4 @@ def test_the_readme_states_the_hidden_queries_a_ranking_needs_as_the_method_comp
     assert needed.queries is not None and abs(needed.queries - stated) <= 0.15 * stated, (needed, stated)
     means = {mode: np.mean(lk.scores_of(evaluated, mode).recall) for mode in evaluated.modes}
     assert f"mean Recall@3 ≥ {CERTIFICATE_RECALL:g} unless" in said
-    assert means["hybrid"] < CERTIFICATE_RECALL <= min(means["fielded_corrected"], means["hybrid_expanded"]), means
+    assert means["hybrid"] < CERTIFICATE_RECALL <= means["fielded_corrected"], means
