@@ -6,7 +6,7 @@ cites the news it retells by their ids, ``[12]``, as the tool results show them.
 reads the answer against the tool results and the question and lists every problem:
 
 * a cited id that is not among the news the tools returned (an invented source);
-* a sentence retelling news without citing any (when the tools returned news);
+* an answer that cites none of the news the tools returned, or a sentence retelling news without a citation;
 * a number in the answer that is in neither the results nor the question («Нашлось N» excepted);
 * an internal code (a topic or tone code, a tool name) or model markup (``<tools>``, JSON);
 * a content word whose stem is in neither the results nor the question (an invented fact);
@@ -117,6 +117,8 @@ def check_answer(answer: str, results: Sequence[str], question: str = "") -> Fai
     problems: list[str] = []
     cited = cited_ids(answer)
     problems += [f"ссылка [{i}] не на найденную новость" for i in cited if i not in documents]
+    if documents and not any(i in documents for i in cited):  # «Да, были.» retells nothing it could be checked on
+        problems.append("ответ не ссылается ни на одну из найденных новостей")
     prose = _CITATION.sub(" ", answer)  # the citations are checked above; below, the words
     if not _WORD.search(prose):
         problems.append("в ответе нет ни слова, только ссылки" if cited else "пустой ответ")
