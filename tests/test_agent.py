@@ -33,6 +33,43 @@ def test_gold_question_uses_search_articles(agent):
     assert not result.requires_human and result.errors == 0 and result.answer
     planner = result.trace.iloc[0]
     assert planner["prompt_tokens"] > 0 and planner["eval_tokens"] > 0, "token counts come from the response"
+    assert result.cited and set(result.cited) <= set(result.retrieved), "the answer cites news the search returned"
+    assert result.faithful is True
+    payload = result.to_dict()
+    assert payload["cited_ids"] == result.cited and payload["retrieved_ids"] == result.retrieved
+
+
+def test_trace_table_is_readable(agent):
+    table = agent.ask("Что пишут про цену золота?").trace_table()
+    assert list(table.columns)[:4] == ["узел", "инструмент", "аргументы", "успех"]
+    text = table.to_string()
+    assert "None" not in text and "<NA>" not in text and "True" not in text and "nan" not in text
+    assert set(table["успех"]) <= {"", "да", "нет"} and "query=" in table["аргументы"].iloc[0]
+    assert all(len(p) <= 80 and (not p.endswith("…") or p[-2] != " ") for p in table["результат"])
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Расскажи про спорт.", ("search_articles", None)),  # an open request: no tool at all before
+    ("Какие есть новости о технологиях?", ("search_articles", None)),  # the news themselves, not their count
+    ("Что плохого пишут о Газпроме?", ("search_by_entity", {"company": "Газпром", "tone": "negative"})),
+    ("Какая столица Франции?", None),  # small talk: no search
+])
+def test_the_three_kinds_of_miss_and_small_talk(lab_ro, question, expected):
+    from labkit.agent.entity_tool import FINAL_SYSTEM, FINAL_TOOLS
+
+    final = lk.Agent(lab_ro, tools=FINAL_TOOLS, system=FINAL_SYSTEM)
+    try:
+        result = final.ask(question)
+    finally:
+        final.close()
+    assert lk.strip_markup(result.answer) == result.answer and result.answer
+    if expected is None:
+        assert result.tool_calls == [] and not result.requires_human
+        return
+    name, arguments = expected
+    assert result.tool_calls[0]["name"] == name
+    if arguments is not None:
+        assert result.tool_calls[0]["arguments"] == arguments
 
 
 def test_greeting_needs_no_tool(agent):
@@ -82,17 +119,31 @@ def test_dead_model_server_gives_an_honest_result(lab_ro):
 
 
 class FakeSilentChat:
-    """A FAKE model that answers with neither a tool call nor text."""
+    """A FAKE model that answers every request with `content` (by default nothing) and no tool call."""
+
+    def __init__(self, content: str = "") -> None:
+        self.content = content
 
     def __call__(self, **_):
         from ollama import ChatResponse, Message
 
-        return ChatResponse(model="fake-silent", message=Message(role="assistant", content=""))
+        return ChatResponse(model="fake-silent", message=Message(role="assistant", content=self.content))
 
 
-def test_a_mute_planner_is_reported_not_returned_as_empty(lab_ro):
-    result = _ask_with(lab_ro, FakeSilentChat(), "Что пишут про цену золота?")
-    assert result.requires_human and result.answer and list(result.trace["node"]) == ["planner", "give_up"]
+def test_a_mute_model_is_reported_not_returned_as_empty(lab_ro):
+    result = _ask_with(lab_ro, FakeSilentChat(), "Привет!")
+    assert result.requires_human and result.answer and list(result.trace["node"]) == ["planner", "reply", "give_up"]
+
+
+@pytest.mark.parametrize("markup", ["<tools></tools>", '<tool_call>\n{"name": "search_articles", "argu',
+                                    '```json\n{"name": "nothing"}\n```'])
+def test_model_markup_never_reaches_an_answer(lab_ro, markup):
+    """A real model wrote ``<tools></tools>`` as its answer; the fake repeats such markup on demand."""
+    news = _ask_with(lab_ro, FakeSilentChat(markup), "Расскажи про нефть.")
+    assert [c["name"] for c in news.tool_calls] == ["search_articles"], "a question about the news still searches"
+    assert news.faithful is True and "<" not in news.answer and "{" not in news.answer and news.cited
+    chat = _ask_with(lab_ro, FakeSilentChat(markup), "Привет!")
+    assert chat.tool_calls == [] and chat.requires_human and "<" not in chat.answer and "{" not in chat.answer
 
 
 def test_ask_json_sport_then_resume_thread_in_another_graph(lab_ro, capsys):

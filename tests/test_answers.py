@@ -36,6 +36,7 @@ def test_a_faithful_retelling_with_citations_passes():
     ("Фигурист взял золото на чемпионате России.", "без ссылки на новость"),
     ("Фигурист взял золото на чемпионате России [9].", "не держится на процитированной новости"),
     ("Фигурист взял золото [6], а ставку сохранили [6, 44].", "ссылка [44]"),
+    ("Да, были.", "ни на одну из найденных новостей"),  # says nothing the news could confirm
 ])
 def test_citations_must_name_the_news_that_hold_the_sentence(answer, problem):
     verdict = check_answer(answer, RESULTS, "Что нового?")

@@ -133,6 +133,20 @@ def test_canonical_name_is_ollamas_full_model_name():
         assert served_canonical_name(name) == canonical_name(name), "the embedded server names models as Ollama does"
 
 
+@pytest.mark.parametrize(("stack", "variable", "expected"), [
+    ("embedded", None, "qwen2.5-coder-notools:0.5b"),  # served by the embedded model server without tools
+    ("compose", None, NO_TOOLS_MODEL),  # pulled by the compose stack
+    ("embedded", "my-model:1b", "my-model:1b"),
+])
+def test_each_stack_names_its_model_without_tools(monkeypatch, stack, variable, expected):
+    monkeypatch.setenv("LAB_STACK", stack)
+    if variable:
+        monkeypatch.setenv("NO_TOOLS_MODEL", variable)
+    else:
+        monkeypatch.delenv("NO_TOOLS_MODEL", raising=False)
+    assert get_settings().no_tools_model == expected
+
+
 # --- health check: GET /api/version -----------------------------------------------------------------------------
 
 def test_health_check_answers_on_the_normalized_host(fake):

@@ -1,1 +1,2 @@
-"""The agent: its tools, the planner's prompts and parsing, the LangGraph graph, the faithfulness check."""
+"""The agent: its tools, the planner (prompts; calls checked by the question, the corpus' scope and for model
+markup), the LangGraph graph, the faithfulness check with citations."""

@@ -6,7 +6,7 @@ cites the news it retells by their ids, ``[12]``, as the tool results show them.
 reads the answer against the tool results and the question and lists every problem:
 
 * a cited id that is not among the news the tools returned (an invented source);
-* a sentence retelling news without citing any (when the tools returned news);
+* an answer that cites none of the news the tools returned, or a sentence retelling news without a citation;
 * a number in the answer that is in neither the results nor the question («Нашлось N» excepted);
 * an internal code (a topic or tone code, a tool name) or model markup (``<tools>``, JSON);
 * a content word whose stem is in neither the results nor the question (an invented fact);
@@ -28,7 +28,7 @@ from labkit.core.corpora.news import TONES, TOPICS
 from labkit.core.text import plural
 
 __all__ = ["Faithfulness", "check_answer", "faithfulness_rate", "strip_ids", "extractive_answer", "cited_ids",
-           "retrieved_ids", "STEM"]
+           "retrieved_ids", "news_items", "STEM"]
 
 STEM = 5  # letters compared: «фигурист»/«фигуристка» share «фигур», «физикист» does not
 COVERAGE = 0.75  # share of a clause's content words one (cited) result line must hold
@@ -73,10 +73,15 @@ def cited_ids(answer: str) -> list[int]:
     return list(dict.fromkeys(found))
 
 
+def news_items(results: Sequence[str]) -> dict[int, str]:
+    """The news the tool results hold, id -> its line's text (lines ``[12] text``), in order."""
+    return {int(m.group(1)): m.group(2).strip() for text in results for line in text.splitlines()
+            if (m := _RESULT_LINE.match(line.strip()))}
+
+
 def retrieved_ids(results: Sequence[str]) -> list[int]:
-    """The ids of the news the tool results hold (their lines ``[12] text``), in order, each once."""
-    return list(dict.fromkeys(int(m.group(1)) for text in results for line in text.splitlines()
-                              if (m := _RESULT_LINE.match(line.strip()))))
+    """The ids of the news the tool results hold, in order, each once."""
+    return list(news_items(results))
 
 
 def _sentences(answer: str) -> list[str]:
@@ -117,6 +122,8 @@ def check_answer(answer: str, results: Sequence[str], question: str = "") -> Fai
     problems: list[str] = []
     cited = cited_ids(answer)
     problems += [f"ссылка [{i}] не на найденную новость" for i in cited if i not in documents]
+    if documents and not any(i in documents for i in cited):  # «Да, были.» retells nothing it could be checked on
+        problems.append("ответ не ссылается ни на одну из найденных новостей")
     prose = _CITATION.sub(" ", answer)  # the citations are checked above; below, the words
     if not _WORD.search(prose):
         problems.append("в ответе нет ни слова, только ссылки" if cited else "пустой ответ")

@@ -5,8 +5,8 @@
 By default the course's final agent answers: three tools (search_articles, get_metrics and
 exercise 09's search_by_entity); ``--tools lesson`` gives 06_agent's agent with two.
 
-The JSON object (``tool_calls``, ``answer``, ``requires_human``, ...) is a public
-contract: extend it, never break it. A model the server does not have, or a model server
+The JSON object (``tool_calls``, ``answer``, ``requires_human``, ``cited_ids``, ...) is a public
+contract: extend it, never break it. The text form lists the news the answer cites under it. A model the server does not have, or a model server
 that fails during the answer, is an error (one line on stderr, exit code 1), not an answer.
 """
 
@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from labkit.agent.entity_tool import FINAL_SYSTEM, FINAL_TOOLS
+from labkit.agent.faithfulness import news_items
 from labkit.agent.graph import Agent
 from labkit.agent.planner import SYSTEM_PROMPT
 from labkit.agent.tools import DEFAULT_TOOLS
@@ -69,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     print("Вопрос:", result.question)
     print("Вызовы:", calls or "инструмент не вызывали")
     print("Ответ:", result.answer)
+    news = news_items(result.sources)
+    for doc_id in result.cited:
+        print(f"  [{doc_id}] {news.get(doc_id, '(не из найденного)')}")
     if result.requires_human:
         print("Нужен человек: агент не смог ответить по данным.")
     print(f"Поток: {result.thread_id} ({result.seconds:.1f} с)")
