@@ -340,3 +340,31 @@ def test_span_scores_of_the_knowledge_base_in_the_database(lab):
     rows = score_chunks(kb, lk.SEARCH_MODES["lexical"], queries, index, top_k=5)
     assert [r.query for r in rows] == [q.query for q in queries]
     assert all(0 <= r.iou <= r.span_recall <= 1 and 0 <= r.recall <= 1 for r in rows)
+
+
+# --- the bench command --------------------------------------------------------------------------------------
+
+
+def test_the_bench_grid_holds_the_full_grid_and_the_courses_cut_with_and_without_its_head():
+    from labkit.cli.bench_chunks import grid
+    from labkit.evaluation.chunk_sweep import FULL_GRID
+
+    specs = grid()
+    assert specs[: len(FULL_GRID)] == list(FULL_GRID) and len(set(specs)) == len(specs)
+    assert KB_CHUNKING in specs and dataclasses.replace(KB_CHUNKING, headed=False) in specs
+
+
+@pytest.mark.services
+def test_bench_chunks_prints_each_cut_on_both_splits_and_the_tune_pick(settings, monkeypatch, capsys):
+    from labkit.cli import bench_chunks
+    from labkit.cli import main as cli_main
+
+    monkeypatch.setattr(bench_chunks, "grid", lambda: [KB_CHUNKING])  # the course's own table: nothing to embed
+    assert cli_main(["bench-chunks", "--modes", "lexical", "--pick-mode", "lexical", "--k", "5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["pick"] == data["kb_chunking"] == str(KB_CHUNKING) and data["k"] == 5
+    (cut,) = data["cuts"]
+    assert cut["chunks"] == len(KB.documents()) and cut["index_kb"] > 0 and cut["embed_s"] > 0
+    for split in ("tune", "report"):
+        means = cut["modes"]["lexical"][split]
+        assert set(means) == {"recall", "span_recall", "iou"} and 0 < means["iou"] < means["span_recall"] <= 1
