@@ -156,6 +156,9 @@ def test_the_pick_is_recall_then_span_recall_then_iou_then_fewer_chunks():
     d = _result(ChunkSpec("sentence", 400, 80), 200, (0.5, 1.0, 1.0), (0.0, 1.0, 1.0))
     assert pick_cut([a, b, c, d], "hybrid") is c
     assert pick_cut([a, d], "hybrid") is a
+    assert pick_cut([a, b, c, d], "hybrid", max_tokens=19) is c  # none fits the window (longest 20): all compete
+    assert pick_cut([a, b, c, dataclasses.replace(d, longest=5)], "hybrid", max_tokens=19).spec == d.spec
+    assert pick_cut([a, b, c, d], "hybrid", queries={"q1"}) is d  # on the second query alone d holds most of the answer
     frame = sweep_frame([a, d], "hybrid")
     assert list(frame.index) == ["fixed 100/0", "sentence 400/80"]
     assert frame.loc["fixed 100/0", "recall"] == 0.5 and frame.loc["fixed 100/0", "index_kb"] == 2.0
