@@ -152,7 +152,7 @@ from labkit.retrieval.branches.lexical import NORMALIZATIONS, TS_CONFIG, lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
 from labkit.retrieval.branches.registry import BRANCHES, Branch, Need
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
-from labkit.retrieval.contexts import ContextReport, ensure_contexts, parse_context
+from labkit.retrieval.contexts import ContextReport, context_lines, ensure_contexts, parse_context
 from labkit.retrieval.documents import collapse, document_hits
 from labkit.retrieval.fusion import (
     HYBRID_SQL,
@@ -235,7 +235,7 @@ __all__ = [
     "E5_TOKEN_LIMIT", "token_limit", "model_tokens", "head_texts", "search_texts", "vector_agreement",
     "SpanQuery", "ChunkScores", "TokenIndex", "load_span_queries", "span_scores", "score_chunks",
     "FULL_GRID", "SweepResult", "sweep_chunking", "pick_cut", "sweep_frame", "NORMALIZATIONS",
-    "ContextReport", "ensure_contexts", "parse_context", "search_contextual", "search_contextual_lexical",
+    "ContextReport", "ensure_contexts", "context_lines", "parse_context", "search_contextual", "search_contextual_lexical",
     "HYBRID_CONTEXTUAL",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",

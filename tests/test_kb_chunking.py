@@ -36,6 +36,7 @@ from labkit.retrieval.branches.lexical import NORMALIZATIONS, lexical_sql, searc
 from labkit.retrieval.contexts import (
     CHUNK_WORDS,
     chunk_head,
+    context_lines,
     context_messages,
     describe_document,
     ensure_contexts,
@@ -318,6 +319,8 @@ def test_context_lines_are_written_once_shipped_and_searched(tiny, tmp_path):
     assert (first.generated, first.missing, chat.calls) == (1, 4, 1) and first.seconds > 0
     assert first.line_seconds == pytest.approx(first.seconds, rel=1e-3)
     line = cut.conn.execute("SELECT context FROM tiny_chunks_context").fetchone()[0]
+    (chunk, written), = context_lines(cut).items()
+    assert written == line and chunk in {c.id for c in corpus.documents()}
     shipped = tmp_path / "contexts.jsonl"
     assert export_contexts(cut, shipped) == 1 and json.loads(shipped.read_text(encoding="utf-8"))["context"] == line
     cut.conn.execute("DELETE FROM tiny_chunks_context")
