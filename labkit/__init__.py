@@ -154,7 +154,7 @@ from labkit.retrieval.branches.lexical import NORMALIZATIONS, TS_CONFIG, lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
 from labkit.retrieval.branches.registry import BRANCHES, Branch, CorpusNeed, Need
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
-from labkit.retrieval.contexts import ContextReport, ensure_contexts, parse_context
+from labkit.retrieval.contexts import ContextReport, context_lines, ensure_contexts, parse_context
 from labkit.retrieval.documents import collapse, document_hits
 from labkit.retrieval.filters import Filters, query_filters
 from labkit.retrieval.fusion import (
@@ -253,7 +253,7 @@ __all__ = [
     "E5_TOKEN_LIMIT", "token_limit", "model_tokens", "head_texts", "search_texts", "vector_agreement",
     "SpanQuery", "ChunkScores", "TokenIndex", "load_span_queries", "span_scores", "score_chunks",
     "FULL_GRID", "SweepResult", "sweep_chunking", "pick_cut", "sweep_frame", "NORMALIZATIONS",
-    "ContextReport", "ensure_contexts", "parse_context", "search_contextual", "search_contextual_lexical",
+    "ContextReport", "ensure_contexts", "context_lines", "parse_context", "search_contextual", "search_contextual_lexical",
     "HYBRID_CONTEXTUAL",
     # the knowledge base's codes, abbreviations and filters (16_kb_codes)
     "CODE_KEYS_FUNCTION", "code_keys", "codes_sql", "ensure_code_index", "search_codes", "CorpusNeed",

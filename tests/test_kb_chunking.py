@@ -36,6 +36,7 @@ from labkit.retrieval.branches.lexical import NORMALIZATIONS, lexical_sql, searc
 from labkit.retrieval.contexts import (
     CHUNK_WORDS,
     chunk_head,
+    context_lines,
     context_messages,
     describe_document,
     ensure_contexts,
@@ -156,6 +157,9 @@ def test_the_pick_is_recall_then_span_recall_then_iou_then_fewer_chunks():
     d = _result(ChunkSpec("sentence", 400, 80), 200, (0.5, 1.0, 1.0), (0.0, 1.0, 1.0))
     assert pick_cut([a, b, c, d], "hybrid") is c
     assert pick_cut([a, d], "hybrid") is a
+    assert pick_cut([a, b, c, d], "hybrid", max_tokens=19) is c  # none fits the window (longest 20): all compete
+    assert pick_cut([a, b, c, dataclasses.replace(d, longest=5)], "hybrid", max_tokens=19).spec == d.spec
+    assert pick_cut([a, b, c, d], "hybrid", queries={"q1"}) is d  # on the second query alone d holds most of the answer
     frame = sweep_frame([a, d], "hybrid")
     assert list(frame.index) == ["fixed 100/0", "sentence 400/80"]
     assert frame.loc["fixed 100/0", "recall"] == 0.5 and frame.loc["fixed 100/0", "index_kb"] == 2.0
@@ -315,6 +319,8 @@ def test_context_lines_are_written_once_shipped_and_searched(tiny, tmp_path):
     assert (first.generated, first.missing, chat.calls) == (1, 4, 1) and first.seconds > 0
     assert first.line_seconds == pytest.approx(first.seconds, rel=1e-3)
     line = cut.conn.execute("SELECT context FROM tiny_chunks_context").fetchone()[0]
+    (chunk, written), = context_lines(cut).items()
+    assert written == line and chunk in {c.id for c in corpus.documents()}
     shipped = tmp_path / "contexts.jsonl"
     assert export_contexts(cut, shipped) == 1 and json.loads(shipped.read_text(encoding="utf-8"))["context"] == line
     cut.conn.execute("DELETE FROM tiny_chunks_context")
@@ -340,3 +346,31 @@ def test_span_scores_of_the_knowledge_base_in_the_database(lab):
     rows = score_chunks(kb, lk.SEARCH_MODES["lexical"], queries, index, top_k=5)
     assert [r.query for r in rows] == [q.query for q in queries]
     assert all(0 <= r.iou <= r.span_recall <= 1 and 0 <= r.recall <= 1 for r in rows)
+
+
+# --- the bench command --------------------------------------------------------------------------------------
+
+
+def test_the_bench_grid_holds_the_full_grid_and_the_courses_cut_with_and_without_its_head():
+    from labkit.cli.bench_chunks import grid
+    from labkit.evaluation.chunk_sweep import FULL_GRID
+
+    specs = grid()
+    assert specs[: len(FULL_GRID)] == list(FULL_GRID) and len(set(specs)) == len(specs)
+    assert KB_CHUNKING in specs and dataclasses.replace(KB_CHUNKING, headed=False) in specs
+
+
+@pytest.mark.services
+def test_bench_chunks_prints_each_cut_on_both_splits_and_the_tune_pick(settings, monkeypatch, capsys):
+    from labkit.cli import bench_chunks
+    from labkit.cli import main as cli_main
+
+    monkeypatch.setattr(bench_chunks, "grid", lambda: [KB_CHUNKING])  # the course's own table: nothing to embed
+    assert cli_main(["bench-chunks", "--modes", "lexical", "--pick-mode", "lexical", "--k", "5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["pick"] == data["kb_chunking"] == str(KB_CHUNKING) and data["k"] == 5
+    (cut,) = data["cuts"]
+    assert cut["chunks"] == len(KB.documents()) and cut["index_kb"] > 0 and cut["embed_s"] > 0
+    for split in ("tune", "report"):
+        means = cut["modes"]["lexical"][split]
+        assert set(means) == {"recall", "span_recall", "iou"} and 0 < means["iou"] < means["span_recall"] <= 1

@@ -5,7 +5,8 @@
 Every cut of ``FULL_GRID`` (and the current ``KB_CHUNKING`` with and without its head) is loaded,
 its chunks embedded once (cached in Postgres: a first run takes a long while on 2 cores, a second
 one minutes) and measured on the labelled queries of both splits. The pick is made on ``tune``
-only (``pick_cut``); its ``report`` numbers are printed beside ``KB_CHUNKING``'s.
+only (``pick_cut``, among the cuts whose longest chunk fits the embedder's window when its
+tokenizer is at hand); its ``report`` numbers are printed beside ``KB_CHUNKING``'s.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                                  top_k=args.top_k, count=count or word_tokens,
                                  reuse={KB_CHUNKING: KB})
         limit, counted = token_limit(lab.embed_model), "model tokens" if count else "word tokens (no model tokenizer here)"
-    pick = pick_cut(results, args.pick_mode, by_split["tune"])
+    pick = pick_cut(results, args.pick_mode, by_split["tune"], limit if count else None)
     data = {
         "k": args.top_k, "pick_mode": args.pick_mode, "tokens": counted, "token_limit": limit,
         "kb_chunking": str(KB_CHUNKING), "pick": str(pick.spec),
@@ -95,6 +96,7 @@ def _text(data: dict[str, Any], modes: Sequence[str]) -> str:
             row += "".join(f"{cut['modes'][mode][split][name]:>18.3f}" for split in SPLITS
                            for name in ("recall", "span_recall", "iou"))
         lines.append(row)
-    lines.append(f"pick on tune by {data['pick_mode']} (Recall@{k}, then span recall, IoU, fewer chunks): {data['pick']}; "
+    lines.append(f"pick on tune by {data['pick_mode']} among cuts within the window (Recall@{k}, then span recall, IoU, "
+                 f"fewer chunks): {data['pick']}; "
                  f"KB_CHUNKING is {data['kb_chunking']}")
     return "\n".join(lines)

@@ -12,8 +12,8 @@ embedded once, then cached in Postgres), and measured:
   seconds per token the embedder took on a sample in this run (``embedding_speed``, the cache
   bypassed), since a cached load takes no time and says nothing.
 
-``pick_cut`` chooses on one split of the queries (tune) by document Recall@k, then span recall,
-then IoU, then the fewest chunks; the choice is frozen as ``labkit.core.corpora.kb.KB_CHUNKING``
+``pick_cut`` chooses on one split of the queries (tune), among the cuts whose chunks fit the
+embedder's window, by document Recall@k, then span recall, then IoU, then the fewest chunks; the choice is frozen as ``labkit.core.corpora.kb.KB_CHUNKING``
 and measured on the other split (report). ``./run.sh bench-chunks`` runs the full grid.
 """
 
@@ -125,12 +125,19 @@ def sweep_chunking(lab: Lab, documents: Corpus, specs: Sequence[ChunkSpec], quer
             for spec, corpus in zip(specs, corpora)]
 
 
-def pick_cut(results: Sequence[SweepResult], mode: str, queries: Collection[str] | None = None) -> SweepResult:
+def pick_cut(results: Sequence[SweepResult], mode: str, queries: Collection[str] | None = None,
+             max_tokens: int | None = None) -> SweepResult:
     """The best cut for `mode` on `queries` (default all; the lesson passes the tune split's): document Recall@k,
-    then span recall, then IoU, then the fewest chunks. Taught in 15_kb_chunking."""
+    then span recall, then IoU, then the fewest chunks. Taught in 15_kb_chunking.
+
+    With `max_tokens` (the embedder's window, counted by the sweep's counter) only cuts whose longest chunk
+    fits are eligible: a truncating server would drop the rest of a longer chunk. When none fits, all are.
+    """
     if not results:
         raise ValueError("no cut to pick from")
     wanted = None if queries is None else set(queries)
+    if max_tokens is not None:
+        results = [r for r in results if r.longest <= max_tokens] or list(results)
 
     def key(result: SweepResult) -> tuple[float, float, float, int]:
         means = result.means(mode, wanted)

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from labkit.core.context import Lab
 
 __all__ = ["CONTEXT_PROMPT", "MAX_CONTEXT_CHARS", "ContextReport", "parse_context", "describe_document", "chunk_head",
-           "context_messages", "write_context", "load_shipped_contexts", "ensure_contexts", "export_contexts"]
+           "context_messages", "write_context", "load_shipped_contexts", "ensure_contexts", "context_lines",
+           "export_contexts"]
 
 MAX_CONTEXT_CHARS = 300
 NUM_PREDICT = 50  # tokens: one sentence of up to ~20 words
@@ -213,6 +214,17 @@ def ensure_contexts(lab: Lab, *, send: Callable[..., Any] | None = None, shipped
                          reused=len([c for c in chunks if c["md5"] in before]),
                          missing=len([c for c in chunks if c["md5"] not in after]), empty=empty, seconds=seconds,
                          line_seconds=float(total[0]) if total else 0.0, embedded=embedded)
+
+
+def context_lines(lab: Lab) -> dict[int, str]:
+    """The current line of each chunk of the lab's corpus that has one, by chunk id ("" for a garbled answer)."""
+    corpus = lab.corpus
+    rows = lab.conn.execute(
+        sql.SQL("SELECT n.{id}, c.context FROM {n} AS n JOIN {t} AS c ON c.text_md5 = md5(n.{x}) AND c.model = %s "
+                "ORDER BY n.{id}").format(id=sql.Identifier(ID_COLUMN), n=sql.Identifier(corpus.table),
+                                         t=sql.Identifier(corpus.derived("context")), x=sql.Identifier(corpus.text_column)),
+        (lab.chat_model,)).fetchall()
+    return dict(rows)
 
 
 def export_contexts(lab: Lab, path: str | Path) -> int:

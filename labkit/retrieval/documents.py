@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CHUNK_DEPTH", "parents", "collapse", "document_hits"]
 
-CHUNK_DEPTH = 50  # chunks fetched at least to fill a document ranking (the knowledge base has ~9 chunks a document)
+CHUNK_DEPTH = 50  # chunks fetched at least to fill a document ranking (the knowledge base has 6-8 chunks a document)
 
 
 def parents(lab: Lab, unit_ids: Sequence[int]) -> dict[int, int]:

@@ -57,7 +57,11 @@ KB_DOCUMENTS = Corpus(
     fielded=("type", "category"),
     lexicon=("title",),
 )
-# Picked in 15_kb_chunking on the tune split of KB_QUERIES: sections by headings, long ones cut by sentences.
-KB_CHUNKING = ChunkSpec("heading", 200, 40)
+# Picked by `./run.sh bench-chunks` (labkit.evaluation.chunk_sweep, taught in 15_kb_chunking) on the tune split of
+# KB_QUERIES over FULL_GRID: among the cuts whose longest chunk fits e5's 512 tokens, the best hybrid Recall@5, ties
+# broken by answer-span recall, IoU, fewer chunks. Windows of 200 word tokens without overlap won (0.933, tied with
+# sentence 400/80, whose chunks overflow the window); heading 200/40, the first guess, had 0.895. On the report split
+# the two are within noise of each other (hybrid Recall@5 0.814 vs 0.819): the gap the tune split saw did not carry over.
+KB_CHUNKING = ChunkSpec("fixed", 200, 0)
 KB = chunked(KB_DOCUMENTS, KB_CHUNKING, name="kb", table="kb_chunks",
              title="база знаний ТехноМира (фрагменты документов)", contexts=KB_CONTEXTS)
