@@ -12,8 +12,8 @@ from labkit.core.chunking import ChunkSpec
 from labkit.core.corpora import CORPORA, load_queries
 from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_DOCUMENTS, KB_QUERIES
 from labkit.core.corpus import DataError, Field
-from labkit.evaluation.chunk_sweep import FULL_GRID
 from labkit.core.ranking import Hit
+from labkit.evaluation.chunk_sweep import FULL_GRID
 from labkit.retrieval.documents import collapse
 
 
