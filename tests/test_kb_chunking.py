@@ -4,6 +4,7 @@ what a truncating embedder reads, the sweep, ts_rank_cd's length normalization, 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from labkit.core.chunked import chunked
 from labkit.core.chunking import ChunkSpec, word_tokens
 from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_CONTEXTS, KB_DOCUMENTS, KB_QUERIES
 from labkit.core.corpus import DataError
+from labkit.core.settings import EMBEDDED_DEFAULTS
 from labkit.core.tokens import cut_offset, head_of
 from labkit.evaluation.chunk_sweep import SweepResult, pick_cut, sweep_chunking, sweep_corpus, sweep_frame
 from labkit.evaluation.spans import (
@@ -199,9 +201,16 @@ def test_a_shipped_context_file_is_checked(tmp_path):
     path.write_text(json.dumps({"text_md5": "ab", "model": "m", "context": 5, "seconds": 3}) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=rf"{path}:1"):
         load_shipped_contexts(path)
-    if KB_CONTEXTS.exists():  # the course ships the default chat model's lines for its own chunks
-        md5s = {row[0] for row in load_shipped_contexts(KB_CONTEXTS)}
-        assert md5s and len(md5s) == len(load_shipped_contexts(KB_CONTEXTS))
+
+
+def test_the_course_ships_a_context_line_for_every_chunk_of_its_knowledge_base():
+    rows = load_shipped_contexts(KB_CONTEXTS)
+    assert len({(md5, model) for md5, model, *_ in rows}) == len(rows), "one line per chunk text and model"
+    default = EMBEDDED_DEFAULTS["chat_model"]
+    shipped = {md5 for md5, model, *_ in rows if model == default}
+    missing = [c.id for c in KB.documents() if hashlib.md5(c.text.encode("utf-8")).hexdigest() not in shipped]
+    assert not missing, f"chunks without a shipped line for {default}: {missing[:10]} (regenerate: export_contexts)"
+    assert all(seconds > 0 for *_, seconds in rows) and sum(bool(line) for _, _, line, _ in rows) > 0.9 * len(rows)
 
 
 # --- in Postgres: a tiny knowledge base in a scratch schema ----------------------------------------------
