@@ -139,7 +139,15 @@ from labkit.models.embedding import FORMATS, document_text, embed_documents, emb
 from labkit.models.relevance import JudgeUnavailable, judge_relevance, yes_probability
 from labkit.models.tokenizer import E5_TOKEN_LIMIT, model_tokens, token_limit
 from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
-from labkit.retrieval.branches.codes import CODE_KEYS_FUNCTION, code_keys, codes_sql, ensure_code_index, search_codes
+from labkit.retrieval.branches.codes import (
+    CODE_KEYS_DDL,
+    CODE_KEYS_FUNCTION,
+    CODE_PATTERN,
+    code_keys,
+    codes_sql,
+    ensure_code_index,
+    search_codes,
+)
 from labkit.retrieval.branches.contextual import search_contextual, search_contextual_lexical
 from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
@@ -153,9 +161,9 @@ from labkit.retrieval.branches.latent import (
 from labkit.retrieval.branches.lexical import NORMALIZATIONS, TS_CONFIG, lexical_sql, query_words, search_lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
 from labkit.retrieval.branches.registry import BRANCHES, Branch, CorpusNeed, Need
-from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
+from labkit.retrieval.branches.vector import ITERATIVE_SCAN, embeddable, search_vector, vector_sql
 from labkit.retrieval.contexts import ContextReport, context_lines, ensure_contexts, parse_context
-from labkit.retrieval.documents import collapse, document_hits
+from labkit.retrieval.documents import collapse, document_hits, parents
 from labkit.retrieval.filters import Filters, query_filters
 from labkit.retrieval.fusion import (
     HYBRID_SQL,
@@ -200,6 +208,7 @@ from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, reran
 from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, judge_scores, rerank_by_judge
 from labkit.retrieval.rewriters.aliases import (
     Aliases,
+    aliases_table,
     ensure_aliases,
     expand_aliases,
     mine_aliases,
@@ -256,8 +265,8 @@ __all__ = [
     "ContextReport", "ensure_contexts", "context_lines", "parse_context", "search_contextual", "search_contextual_lexical",
     "HYBRID_CONTEXTUAL",
     # the knowledge base's codes, abbreviations and filters (16_kb_codes)
-    "CODE_KEYS_FUNCTION", "code_keys", "codes_sql", "ensure_code_index", "search_codes", "CorpusNeed",
-    "Aliases", "ensure_aliases", "expand_aliases", "mine_aliases", "synonym_file_problem", "synonym_sample",
+    "CODE_KEYS_FUNCTION", "CODE_KEYS_DDL", "CODE_PATTERN", "code_keys", "codes_sql", "ensure_code_index", "search_codes",
+    "CorpusNeed", "parents", "document_hits", "ITERATIVE_SCAN", "Aliases", "aliases_table", "ensure_aliases", "expand_aliases", "mine_aliases", "synonym_file_problem", "synonym_sample",
     "Filters", "query_filters", "ALIASED_BM25", "HYBRID_CODES", "HYBRID_CODES_ALIASES", "KB_MODES", "all_modes",
     "modes_for", "mode_misfit", "CopyReport", "ScanResult", "copy_vectors", "filtered_scan",
     # evaluation, tuning, timing

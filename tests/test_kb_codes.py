@@ -135,7 +135,8 @@ def test_a_filter_stage_ranks_only_the_rows_it_lets_through(kb):
     allowed = manual.ids(kb)
     expected = [row[0] for row in kb.conn.execute(
         "SELECT id FROM kb_chunks WHERE type = 'manual' AND status = 'действует' ORDER BY id")]
-    assert allowed == expected and 0 < len(allowed) < 403
+    total = kb.conn.execute("SELECT count(*) FROM kb_chunks").fetchone()[0]
+    assert allowed == expected and 0 < len(allowed) < total
     for name, mode in [("vector", lk.Pipeline.of("vector")), ("bm25", lk.Pipeline.of("bm25")),
                        ("lexical", lk.Pipeline.of("lexical")), ("codes", lk.KB_MODES["codes"]),
                        ("hybrid_codes_aliases", lk.HYBRID_CODES_ALIASES)]:
@@ -166,7 +167,8 @@ def test_a_filtered_vector_search_is_exact_on_the_knowledge_base(kb):
 
 def test_a_selective_filter_on_a_larger_copy_needs_an_iterative_index_scan(kb):
     copied = lk.copy_vectors(kb, copies=10)
-    assert copied.rows == 10 * 403 and copied.documents == 44
+    in_table = kb.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(copied.table))).fetchone()[0]
+    assert copied.rows == in_table and copied.rows % 10 == 0 and copied.documents == 44
     query = lk.cached_query_embedding(kb, "как вернуть деньги за покупку")
     exact = lk.filtered_scan(kb, copied.table, query, 44, 10, use="exact")
     plain = lk.filtered_scan(kb, copied.table, query, 44, 10, ef_search=10, use="index")
