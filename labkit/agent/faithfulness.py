@@ -28,7 +28,7 @@ from labkit.core.corpora.news import TONES, TOPICS
 from labkit.core.text import plural
 
 __all__ = ["Faithfulness", "check_answer", "faithfulness_rate", "strip_ids", "extractive_answer", "cited_ids",
-           "retrieved_ids", "news_items", "STEM"]
+           "retrieved_ids", "result_items", "STEM"]
 
 STEM = 5  # letters compared: «фигурист»/«фигуристка» share «фигур», «физикист» does not
 COVERAGE = 0.75  # share of a clause's content words one (cited) result line must hold
@@ -73,15 +73,15 @@ def cited_ids(answer: str) -> list[int]:
     return list(dict.fromkeys(found))
 
 
-def news_items(results: Sequence[str]) -> dict[int, str]:
-    """The news the tool results hold, id -> its line's text (lines ``[12] text``), in order."""
+def result_items(results: Sequence[str]) -> dict[int, str]:
+    """The items (news, chunks) the tool results hold, id -> its line's text (lines ``[12] text``), in order."""
     return {int(m.group(1)): m.group(2).strip() for text in results for line in text.splitlines()
             if (m := _RESULT_LINE.match(line.strip()))}
 
 
 def retrieved_ids(results: Sequence[str]) -> list[int]:
     """The ids of the news the tool results hold, in order, each once."""
-    return list(news_items(results))
+    return list(result_items(results))
 
 
 def _sentences(answer: str) -> list[str]:

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from labkit.agent.entity_tool import FINAL_SYSTEM, FINAL_TOOLS
-from labkit.agent.faithfulness import news_items
+from labkit.agent.faithfulness import result_items
 from labkit.agent.graph import Agent
 from labkit.agent.planner import SYSTEM_PROMPT
 from labkit.agent.tools import DEFAULT_TOOLS
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     print("Вопрос:", result.question)
     print("Вызовы:", calls or "инструмент не вызывали")
     print("Ответ:", result.answer)
-    news = news_items(result.sources)
+    news = result_items(result.sources)
     for doc_id in result.cited:
         print(f"  [{doc_id}] {news.get(doc_id, '(не из найденного)')}")
     if result.requires_human:

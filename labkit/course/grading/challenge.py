@@ -74,7 +74,7 @@ def warm_challenge(lab: Lab) -> list[str]:
     Run on the template, so no student's copy and not the grader embeds them again: the queries of
     retrieval.jsonl (the notebook's tune and report splits) as typed and as ``Spelling`` corrects them,
     the shipped expansion, and each branch's derived table (fielded and expanded vectors, latent terms
-    where they run). A student's kernel then asks the shared model server for nothing but their own
+    where they run and the corpus has their fields). A student's kernel then asks the shared model server for nothing but their own
     new queries. Returns the branches warmed.
     """
     queries = load_queries(RETRIEVAL_PATH)
@@ -85,7 +85,7 @@ def warm_challenge(lab: Lab) -> list[str]:
     ensure_expansion(lab, generate=False)
     warmed = []
     for name, branch in BRANCHES.items():
-        if branch.problem() is None:
+        if branch.problem() is None and branch.misfit(lab.corpus) is None:
             branch(lab, queries[0].query, 1)
             warmed.append(name)
     return warmed
