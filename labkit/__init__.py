@@ -33,7 +33,9 @@ from labkit.core.corpora.news import (
     TONE_NAMES,
     TONES,
     TOPIC_GLOSSES,
+    TOPIC_IPTC,
     TOPIC_NAMES,
+    TOPIC_RUBRICS,
     TOPICS,
     Doc,
 )
@@ -51,6 +53,8 @@ from labkit.course.checks import (
     ready,
 )
 from labkit.course.coursemap import course_map, course_map_markdown
+from labkit.course.glossary import mode_glossary
+from labkit.evaluation.leakage import Supplied, supplied_words
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
     DepthResult,
@@ -89,7 +93,13 @@ from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import Reply, ask_model, split_thinking
 from labkit.models.embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
 from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
-from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
+from labkit.retrieval.branches.expanded import (
+    EXPAND_COMMAND,
+    documents_without_questions,
+    search_expanded,
+    search_expanded_lexical,
+    sync_expanded_vectors,
+)
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
 from labkit.retrieval.branches.latent import (
     LatentUnavailable,
@@ -100,7 +110,7 @@ from labkit.retrieval.branches.latent import (
 )
 from labkit.retrieval.branches.lexical import TS_CONFIG, lexical_sql, query_words, search_lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
-from labkit.retrieval.branches.registry import BRANCHES, Branch, Need
+from labkit.retrieval.branches.registry import BRANCHES, Branch, Need, Stored
 from labkit.retrieval.branches.vector import embeddable, search_vector, vector_sql
 from labkit.retrieval.fusion import (
     HYBRID_SQL,
@@ -117,11 +127,16 @@ from labkit.retrieval.modes import (
     COVERAGE_DEPTHS,
     DEFAULT_FUSION,
     DEFAULT_PRF,
+    MODE_INFO,
     SEARCH_MODES,
+    ModeInfo,
     available_modes,
     corrected,
     covered,
+    mode_name,
+    mode_needs,
     mode_problem,
+    modes_taught,
     search_hybrid_bm25,
     search_hybrid_expanded,
     search_hybrid_latent,
@@ -146,7 +161,7 @@ __all__ = [
     "up", "down", "status", "ensure_stack", "Lab", "setup", "open_lab", "ModelMissing", "check_models",
     # data: corpora as values, the news corpus' codes and files
     "Corpus", "Field", "CORPORA", "DEFAULT_CORPUS", "NEWS", "corpus_named",
-    "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
+    "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TOPIC_IPTC", "TOPIC_RUBRICS", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
     "RETRIEVAL_PATH", "SPLITS", "query_kinds",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
     # database and embeddings
@@ -161,18 +176,20 @@ __all__ = [
     "RRF_K", "BRANCHES", "SearchMode", "FusionConfig", "DEFAULT_FUSION", "HYBRID_SQL", "rrf", "fuse",
     "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
     "ensure_expansion", "ExpansionReport", "parse_questions", "search_expanded", "search_expanded_lexical",
+    "EXPAND_COMMAND", "documents_without_questions",
     "sync_expanded_vectors", "search_hybrid_expanded", "PrfConfig", "DEFAULT_PRF", "search_vector_prf",
     "search_hybrid_prf", "prf_branch", "FIELDED_VECTORS", "fielded_params", "search_fielded",
     "Correction", "correct_query", "corrected", "from_latin_layout",
     "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
-    "Branch", "Need", "Pipeline", "Spelling", "Coverage",
+    "Branch", "Need", "Stored", "Pipeline", "Spelling", "Coverage",
     "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
+    "ModeInfo", "MODE_INFO", "mode_name", "modes_taught", "mode_needs",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",
     "branch_rankings", "TuningResult", "default_grid", "weight_grid", "tune_fusion", "DepthResult",
     "pick_coverage_depth",
-    "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes",
+    "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes", "Supplied", "supplied_words",
     # scale
     "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
     "sweep_ef_search", "filtered_search", "plot_tradeoff", "run_bench",
@@ -187,7 +204,7 @@ __all__ = [
     # exercises
     "CheckResult", "ready", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
     # the course
-    "course_map", "course_map_markdown",
+    "course_map", "course_map_markdown", "mode_glossary",
     # texts for people
     "shorten", "plural", "count", "model_size", "say",
 ]  # fmt: skip

@@ -2,8 +2,11 @@
 
     ./run.sh eval [--corpus news] [--queries FILE.jsonl] [--k 3] [--json] [--modes vector,hybrid]
 
-The JSON shape (``k``, ``modes`` with the means, ``queries`` with each mode's ranking)
-is a public contract: extend it, never break it.
+The JSON shape (``k``, ``modes`` with the means, ``queries`` with each mode's ranking,
+``unavailable`` with each mode left out and why) is a public contract: extend it, never break it.
+A mode is left out when this machine lacks what it needs (the in-process e5) or the lab's
+database lacks its data (the expanded modes' questions: the reason names ``./run.sh expand``),
+so no row copies another mode's numbers.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ from labkit.retrieval.fusion import (
 from labkit.retrieval.modes import (
     COVERAGE_DEPTHS,
     SEARCH_MODES,
-    available_modes,
     covered,
+    mode_name,
     mode_problem,
     unavailable_modes,
 )
@@ -119,6 +119,20 @@ class EvalReport:
             rows.append(row)
         return pd.DataFrame(rows).set_index("query")
 
+    def table(self) -> pd.DataFrame:
+        """The means for a reader: a row per mode under its Russian name (``mode_name``), Recall@k, MRR, nDCG@k.
+
+        Taught in 05_evaluation; ``to_frame`` keeps the ids for code.
+        """
+        frame = self.to_frame()
+        frame.columns = [f"Recall@{self.top_k}", "MRR", f"nDCG@{self.top_k}"]
+        return frame.rename(index=mode_name).rename_axis("режим")
+
+    def per_query_table(self, metric: Metric = "recall") -> pd.DataFrame:
+        """`metric` per query (a row each) and mode (a column each, under its Russian name). Taught in 05_evaluation."""
+        frame = self.per_query_frame(metric)[list(self.modes)]
+        return frame.rename(columns=mode_name).rename_axis(index="запрос", columns=None)
+
     def to_dict(self) -> dict[str, Any]:
         """The report as plain data: {"k", "modes": {mode: means}, "queries": [...], "unavailable": {mode: why}}.
 
@@ -148,17 +162,19 @@ def evaluate(
 ) -> EvalReport:
     """Run every mode on every labelled query and score it (Recall@k, MRR, nDCG@k). Taught in 05_evaluation.
 
-    `modes` defaults to every mode this machine can run (``available_modes()``); the others are
-    listed in the report's ``unavailable``. Naming a mode that cannot run here raises ``LabError``.
+    `modes` defaults to every mode this machine can run on this lab's data (``available_modes(lab)``);
+    the others are listed in the report's ``unavailable`` with the reason (and, for missing data, the
+    command that makes it). Naming a mode that cannot run here raises ``LabError``.
     """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
     unavailable: dict[str, str] = {}
     if modes is None:
-        modes, unavailable = available_modes(), unavailable_modes()
+        unavailable = unavailable_modes(lab)
+        modes = {name: mode for name, mode in SEARCH_MODES.items() if name not in unavailable}
     elif not isinstance(modes, Mapping):
         for name in modes:
-            if (problem := mode_problem(name)) is not None:
+            if (problem := mode_problem(name, lab)) is not None:
                 raise LabError(f"search mode {name} cannot run here: {problem}")
         modes = {name: SEARCH_MODES[name] for name in modes}
     results = []
@@ -237,10 +253,10 @@ def time_modes(
 def branch_rankings(lab: Lab, queries: Sequence[str], depth: int = CANDIDATES) -> dict[str, dict[str, list[int]]]:
     """Every branch's top-`depth` ids for every query: ``{branch: {query: ids}}``. Taught in 11_beyond_rrf.
 
-    Branches this machine cannot run (``Branch.problem``) are left out.
+    Branches this machine cannot run, or that lack their stored data on this lab (``Branch.problem``), are left out.
     """
     return {name: {q: ids(branch(lab, q, depth)) for q in queries}
-            for name, branch in BRANCHES.items() if branch.problem() is None}
+            for name, branch in BRANCHES.items() if branch.problem(lab) is None}
 
 
 class TuningResult(NamedTuple):

