@@ -59,7 +59,9 @@ from labkit.core.corpora.news import (
     TONE_NAMES,
     TONES,
     TOPIC_GLOSSES,
+    TOPIC_IPTC,
     TOPIC_NAMES,
+    TOPIC_RUBRICS,
     TOPICS,
     Doc,
 )
@@ -85,9 +87,11 @@ from labkit.course.checks import (
 )
 from labkit.course.checks.chunker import answer_spans, coverage_sweep
 from labkit.course.coursemap import course_map, course_map_markdown
+from labkit.course.glossary import mode_glossary
 from labkit.evaluation.chunk_sweep import FULL_GRID, SweepResult, pick_cut, sweep_chunking, sweep_frame
 from labkit.evaluation.filtered_scan import CopyReport, ScanResult, copy_vectors, filtered_scan
 from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
+from labkit.evaluation.leakage import Supplied, supplied_words
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.retrieval import (
     DepthResult,
@@ -149,7 +153,13 @@ from labkit.retrieval.branches.codes import (
     search_codes,
 )
 from labkit.retrieval.branches.contextual import search_contextual, search_contextual_lexical
-from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical, sync_expanded_vectors
+from labkit.retrieval.branches.expanded import (
+    EXPAND_COMMAND,
+    documents_without_questions,
+    search_expanded,
+    search_expanded_lexical,
+    sync_expanded_vectors,
+)
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
 from labkit.retrieval.branches.latent import (
     LatentUnavailable,
@@ -160,7 +170,7 @@ from labkit.retrieval.branches.latent import (
 )
 from labkit.retrieval.branches.lexical import NORMALIZATIONS, TS_CONFIG, lexical_sql, query_words, search_lexical
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch, search_vector_prf
-from labkit.retrieval.branches.registry import BRANCHES, Branch, CorpusNeed, Need
+from labkit.retrieval.branches.registry import BRANCHES, Branch, CorpusNeed, Need, Stored
 from labkit.retrieval.branches.vector import ITERATIVE_SCAN, embeddable, search_vector, vector_sql
 from labkit.retrieval.contexts import ContextReport, context_lines, ensure_contexts, parse_context
 from labkit.retrieval.documents import collapse, document_hits, parents
@@ -186,15 +196,20 @@ from labkit.retrieval.modes import (
     HYBRID_CODES_ALIASES,
     HYBRID_CONTEXTUAL,
     KB_MODES,
+    MODE_INFO,
     SEARCH_MODES,
+    ModeInfo,
     all_modes,
     available_modes,
     corrected,
     covered,
     judged,
     mode_misfit,
+    mode_name,
+    mode_needs,
     mode_problem,
     modes_for,
+    modes_taught,
     search_hybrid_bm25,
     search_hybrid_expanded,
     search_hybrid_latent,
@@ -233,7 +248,7 @@ __all__ = [
     "Corpus", "Field", "CORPORA", "DEFAULT_CORPUS", "NEWS", "corpus_named", "KB", "KB_DOCUMENTS", "KB_CHUNKING",
     "Chunk", "ChunkSpec", "chunked", "fixed_chunks", "sentence_chunks", "heading_chunks", "span_overlap", "collapse",
     "document_hits", "coverage_sweep", "answer_spans",
-    "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
+    "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TOPIC_IPTC", "TOPIC_RUBRICS", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
     "RETRIEVAL_PATH", "SPLITS", "query_kinds",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
     # database and embeddings
@@ -248,6 +263,7 @@ __all__ = [
     "RRF_K", "BRANCHES", "SearchMode", "FusionConfig", "DEFAULT_FUSION", "HYBRID_SQL", "rrf", "fuse",
     "search_fused", "search_hybrid", "search_hybrid_sql", "search_hybrid_bm25", "search_hybrid_latent",
     "ensure_expansion", "ExpansionReport", "parse_questions", "search_expanded", "search_expanded_lexical",
+    "EXPAND_COMMAND", "documents_without_questions",
     "sync_expanded_vectors", "search_hybrid_expanded", "PrfConfig", "DEFAULT_PRF", "search_vector_prf",
     "search_hybrid_prf", "prf_branch", "FIELDED_VECTORS", "fielded_params", "search_fielded",
     "Correction", "correct_query", "corrected", "from_latin_layout",
@@ -255,8 +271,8 @@ __all__ = [
     "Branch", "Need", "Pipeline", "Spelling", "Coverage", "SpecError", "pipeline_spec", "pipeline_from_spec",
     "JUDGE_DEPTH", "judged", "judge_scores", "rerank_by_judge", "Judge", "judge_relevance", "yes_probability",
     "JudgeUnavailable", "SCORE_STATS",
-    "Branch", "Need", "Pipeline", "Spelling", "Coverage",
-    "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
+    "Stored", "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
+    "ModeInfo", "MODE_INFO", "mode_name", "modes_taught", "mode_needs",
     # the knowledge base's chunks (15_kb_chunking)
     "KB_QUERIES", "KB_CONTEXTS", "CHUNKERS", "sections", "word_tokens", "cut_offset", "head_of",
     "E5_TOKEN_LIMIT", "token_limit", "model_tokens", "head_texts", "search_texts", "vector_agreement",
@@ -274,7 +290,7 @@ __all__ = [
     "EvalReport", "evaluate", "compare_hybrid_latency", "time_modes",
     "branch_rankings", "TuningResult", "default_grid", "weight_grid", "tune_fusion", "DepthResult",
     "pick_coverage_depth",
-    "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes",
+    "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes", "Supplied", "supplied_words",
     "QueriesNeeded", "min_discordant", "detection_power", "queries_needed",
     "Scores", "Standing", "score_pipeline", "scores_of", "leaderboard",
     # scale
@@ -293,7 +309,7 @@ __all__ = [
     # the challenge
     "ChallengeCheck", "check_challenge", "CERTIFICATE_RECALL", "CHALLENGE_TOP_K", "leaderboard_frame",
     # the course
-    "course_map", "course_map_markdown",
+    "course_map", "course_map_markdown", "mode_glossary",
     # texts for people
     "shorten", "plural", "count", "model_size", "say",
 ]  # fmt: skip

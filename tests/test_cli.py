@@ -49,8 +49,8 @@ def test_a_bad_queries_file_is_refused_before_any_service(tmp_path, capsys):
 def test_every_command_is_registered_with_help():
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(commands) == {"up", "down", "status", "eval", "eval-agent", "ask", "bench", "bench-rerank", "bench-chunks",
-                             "grade", "collect", "site"}
+    assert set(commands) == {"up", "down", "status", "eval", "expand", "eval-agent", "ask", "bench", "bench-rerank",
+                             "bench-chunks", "grade", "collect", "site"}
     for name, command in commands.items():
         assert command.prog == f"labkit {name}"
         assert command.format_help()

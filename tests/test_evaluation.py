@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ def main(argv: list[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def report(settings):
+def report(settings, expansion):
     with lk.open_lab(settings) as lab:
         yield lk.evaluate(lab, lk.load_queries(), top_k=3)
 
@@ -86,7 +87,7 @@ def test_hybrid_is_rrf_of_the_branches_in_the_report(report):
 
 
 @pytest.mark.services
-def test_cli_json(settings, capsys):
+def test_cli_json(settings, expansion, capsys):
     assert main(["--json", "--k", "3"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["k"] == 3 and list(data["modes"]) == list(lk.SEARCH_MODES)
@@ -100,6 +101,57 @@ def test_cli_table_and_mode_choice(settings, capsys):
     assert main(["--modes", "lexical,hybrid", "--k", "2"]) == 0
     out = capsys.readouterr().out
     assert "recall@2" in out and "lexical" in out and "vector" not in out
+
+
+EXPANDED = {"expanded", "expanded_lexical", "hybrid_expanded"}
+
+
+@pytest.fixture()
+def other_chat_model(settings) -> dict[str, str]:
+    """An environment whose chat model (the lab's second one) never wrote expansion questions in this database."""
+    return dict(os.environ, CHAT_MODEL=settings.alt_chat_model)
+
+
+def _eval(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "labkit", "eval", *argv], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.services
+def test_without_questions_the_expanded_modes_are_reported_unavailable(settings, other_chat_model):
+    """Not rows equal to the vector and lexical ones: the reason, and the command that writes the questions."""
+    done = _eval("--json", "--modes", "vector,lexical,hybrid", env=other_chat_model)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["unavailable"] == {}  # only the modes asked for are compared
+
+    done = _eval("--json", env=other_chat_model)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert set(data["unavailable"]) == EXPANDED and not EXPANDED & set(data["modes"])
+    assert set(data["modes"]) == set(lk.SEARCH_MODES) - EXPANDED
+    for why in data["unavailable"].values():
+        assert settings.alt_chat_model in why and lk.EXPAND_COMMAND in why
+
+    table = _eval(env=other_chat_model)
+    assert table.returncode == 0 and lk.EXPAND_COMMAND in table.stdout
+    assert all(f"(mode {mode} left out:" in table.stdout for mode in EXPANDED)
+
+    named = _eval("--modes", "vector,hybrid_expanded", env=other_chat_model)
+    assert named.returncode == 1 and named.stderr.count("\n") == 1, named.stderr
+    assert "hybrid_expanded" in named.stderr and lk.EXPAND_COMMAND in named.stderr and "Traceback" not in named.stderr
+
+
+@pytest.mark.services
+def test_a_lab_without_questions_leaves_the_expanded_modes_out(settings):
+    with lk.open_lab(dataclasses.replace(settings, chat_model=settings.alt_chat_model)) as lab:
+        assert set(lk.unavailable_modes(lab)) == EXPANDED and set(lk.unavailable_modes()) == set()
+        assert lk.documents_without_questions(lab) == (30, 30)
+        note = lk.skipped_note(lab=lab)
+        assert "«гибрид + вопросы» (`hybrid_expanded`)" in note and lk.EXPAND_COMMAND in note
+        report = lk.evaluate(lab, lk.load_queries()[:2])
+        assert set(report.unavailable) == EXPANDED and not EXPANDED & set(report.modes)
+        with pytest.raises(lk.LabError, match="run.sh expand"):
+            lk.evaluate(lab, lk.load_queries()[:2], ["expanded"])
 
 
 def test_cli_bad_queries_file(tmp_path, capsys):

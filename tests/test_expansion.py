@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +18,7 @@ import labkit as lk
 from labkit.retrieval.branches.expanded import EXPANDED_TEXT_SQL, EXPANDED_VEC_TABLE, EXPANSION_TABLE
 from labkit.retrieval.questions import ensure_expansion, load_shipped, parse_questions
 
+ROOT = Path(__file__).resolve().parent.parent
 NEW_MODES = ["expanded", "expanded_lexical", "hybrid_expanded", "hybrid_prf"]
 ODD_QUERIES = ["", "   ", "🙂🙂", "'; DROP TABLE news; --", "a & b | !c <-> :*", "\x00\ud800", "золото " * 500]
 
@@ -29,6 +35,11 @@ def test_parse_questions_drops_garbage_repeats_and_the_body():
     assert parse_questions("```\n{}\n```\nSure! Here you go\n42", body) == []
     assert parse_questions("Цена золота обновила максимум.\nзолото\nЦена золота\nцена золота", body) == ["Цена золота"]
     assert parse_questions("x " * 300 + "\nслово " * 20) == []
+
+
+def _labkit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=600)
 
 
 class CountingChat:
@@ -112,7 +123,7 @@ def test_questions_are_generated_once_and_only_for_changed_documents(scratch):
 
 @pytest.mark.services
 @pytest.mark.parametrize("mode", NEW_MODES)
-def test_new_modes_take_any_string(lab_ro, mode):
+def test_new_modes_take_any_string(lab_ro, expansion, mode):
     search = lk.SEARCH_MODES[mode]
     for query in ODD_QUERIES:
         hits = search(lab_ro, query, 3)
@@ -122,7 +133,7 @@ def test_new_modes_take_any_string(lab_ro, mode):
 
 
 @pytest.mark.services
-def test_expanded_modes_evaluate_end_to_end(lab_ro):
+def test_expanded_modes_evaluate_end_to_end(lab_ro, expansion):
     queries = lk.load_queries()[:4]
     report = lk.evaluate(lab_ro, queries, NEW_MODES)
     assert report.modes == tuple(NEW_MODES)
@@ -133,3 +144,15 @@ def test_expanded_modes_evaluate_end_to_end(lab_ro):
     means = report.to_frame()
     assert ((means >= 0) & (means <= 1)).all().all()
     assert means.loc["expanded", "recall@3"] > 0
+
+
+@pytest.mark.services
+def test_the_expand_command_loads_the_shipped_questions_and_names_what_is_left(settings):
+    """`./run.sh expand` is the command eval names; --no-generate never calls a chat model."""
+    done = _labkit("expand", "--no-generate", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["chat_model"], report["generated"], report["missing"]) == (settings.chat_model, 0, 0)
+
+    other = _labkit("expand", "--no-generate", env=dict(os.environ, CHAT_MODEL=settings.alt_chat_model))
+    assert other.returncode == 1 and "0 asked the chat model" in other.stdout and "30 left without" in other.stdout

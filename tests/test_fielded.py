@@ -1,11 +1,11 @@
-"""The fielded branch (11_beyond_rrf): each news text embedded with its topic's gloss and company, kept current."""
+"""The fielded branch (11_beyond_rrf): each news text embedded with its topic's IPTC rubric and company, kept current."""
 
 from __future__ import annotations
 
 import pytest
 
 import labkit as lk
-from labkit.core.corpora.news import TOPIC_GLOSSES
+from labkit.core.corpora.news import TOPIC_RUBRICS
 
 MODES = ["fielded", "fielded_corrected", "fielded_covered"]
 
@@ -19,13 +19,13 @@ def test_weight_grid_lists_each_single_branch_once():
 
 
 @pytest.mark.services
-def test_fielded_texts_hold_body_gloss_and_company(lab_ro):
+def test_fielded_texts_hold_body_rubric_and_company(lab_ro):
     texts = dict(lab_ro.conn.execute(lk.FIELDED_VECTORS.text_sql, lk.fielded_params()).fetchall())
     docs = {doc.id: doc for doc in lk.load_corpus()}
     assert sorted(texts) == sorted(docs)
     for doc_id, text in texts.items():
         doc = docs[doc_id]
-        assert text.startswith(doc.text) and f"Тема: {TOPIC_GLOSSES[doc.topic]}." in text
+        assert text.startswith(doc.text) and f"Тема: {TOPIC_RUBRICS[doc.topic]}." in text
         assert (f"Компания: {doc.company}." in text) == bool(doc.company)
 
 
@@ -34,11 +34,11 @@ def test_only_documents_whose_text_changed_are_embedded_again(lab, monkeypatch):
     lk.FIELDED_VECTORS.sync(lab, lk.fielded_params())
     assert lk.FIELDED_VECTORS.sync(lab, lk.fielded_params()) == 0
     sport = sum(doc.topic == "sport" for doc in lk.load_corpus())
-    monkeypatch.setitem(TOPIC_GLOSSES, "sport", "спорт: соревнования, медали, матчи, турниры")
+    monkeypatch.setitem(TOPIC_RUBRICS, "sport", "спорт: соревнования")
     assert lk.FIELDED_VECTORS.sync(lab, lk.fielded_params()) == sport
     assert lk.FIELDED_VECTORS.sync(lab, lk.fielded_params()) == 0
     monkeypatch.undo()
-    assert lk.FIELDED_VECTORS.sync(lab, lk.fielded_params()) == sport  # back to the shipped glosses
+    assert lk.FIELDED_VECTORS.sync(lab, lk.fielded_params()) == sport  # back to the shipped rubrics
 
 
 @pytest.mark.services
@@ -59,3 +59,14 @@ def test_correction_is_what_the_tune_split_gains(lab_ro):
     per_query = report.per_query_frame()
     assert (per_query["fielded_corrected"] >= per_query["fielded"]).all()
     assert report.means["fielded_corrected"]["recall"] > report.means["fielded"]["recall"]
+
+
+@pytest.mark.services
+def test_the_rubrics_the_branch_embeds_do_not_echo_the_seed_queries(lab_ro):
+    """What a relevant news item gets only from its rubric: the agent's glosses give the seed queries their own words."""
+    seed = lk.load_queries()
+    embedded = dict(lab_ro.corpus.field("topic").glosses)
+    assert embedded == TOPIC_RUBRICS
+    assert [s for s in lk.supplied_words(lab_ro, seed, embedded) if s.words] == [("ставка на спорт", ("спорт",))]
+    echoed = {s.query: s.words for s in lk.supplied_words(lab_ro, seed, lk.TOPIC_GLOSSES) if s.words}
+    assert echoed["ключевая ставка ЦБ"] == ("цб", "ключев") and len(echoed) > len(seed) / 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from psycopg import sql
 
@@ -9,7 +11,8 @@ import labkit as lk
 import labkit.retrieval.modes as modes
 from labkit.core.ranking import Hit, ids
 from labkit.retrieval.branches.fielded import fielded_text
-from labkit.retrieval.branches.registry import IN_PROCESS_E5
+from labkit.retrieval.branches.needs import Missing
+from labkit.retrieval.branches.registry import EXPANSION, IN_PROCESS_E5
 from labkit.retrieval.fusion import rrf
 
 # every mode of the table as a student prints it, in table order (the eval JSON keeps this order)
@@ -77,8 +80,33 @@ def test_a_mode_that_cannot_run_is_left_out_and_explained(monkeypatch):
     assert "exotic" not in lk.available_modes() and lk.unavailable_modes()["exotic"] == "no such engine here"
     assert lk.mode_problem("exotic") == "no such engine here" and lk.mode_problem("vector") is None
     note = lk.skipped_note(["vector", "exotic"])
-    assert "`exotic` — нужен воображаемый движок" in note and "no such engine here" in note
+    assert "«exotic» (`exotic`) — нужен воображаемый движок" in note and "no such engine here" in note
+    assert "vector" not in note
     assert lk.skipped_note(["vector", "hybrid"]) == ""
+
+
+ABSENT = lk.Stored(lambda lab: Missing("no odd table; make it with: make-odd", "нет таблицы: её делает make-odd"), "таблица")
+
+
+def test_a_pipelines_stored_data_follows_from_its_branches():
+    odd = lk.Branch("odd", lk.search_vector, stored=(ABSENT,))
+    assert lk.SEARCH_MODES["hybrid_expanded"].stored == (EXPANSION,)
+    assert [name for name, mode in lk.SEARCH_MODES.items() if mode.stored] == ["expanded", "expanded_lexical",
+                                                                              "hybrid_expanded"]
+    pipeline = lk.Pipeline.of({odd: 1.0, "vector": 1.0})
+    assert pipeline.problem() is None  # without a lab only this process is asked
+    assert pipeline.problem(lab=object()) == "no odd table; make it with: make-odd"  # any lab: ABSENT ignores it
+    assert lk.prf_branch(pipeline, lk.DEFAULT_PRF).stored == (ABSENT,)
+
+
+def test_a_mode_without_its_stored_data_is_left_out_with_the_command(monkeypatch):
+    odd = lk.Pipeline.of(lk.Branch("odd", lk.search_vector, stored=(ABSENT,)))
+    monkeypatch.setattr(modes, "SEARCH_MODES", {"vector": modes.SEARCH_MODES["vector"], "odd": odd})
+    lab = SimpleNamespace(corpus=lk.NEWS)  # the stand-in lab: its corpus picks the mode table, ABSENT never reads it
+    assert "odd" in lk.available_modes() and "odd" not in lk.available_modes(lab)
+    assert lk.unavailable_modes(lab)["odd"] == lk.mode_problem("odd", lab) == "no odd table; make it with: make-odd"
+    assert lk.skipped_note(["vector", "odd"]) == ""
+    assert "«odd» (`odd`) — нет таблицы: её делает make-odd" in lk.skipped_note(["vector", "odd"], lab)
 
 
 # --- the stages on fake branches: no service needed ----------------------------------------------------------

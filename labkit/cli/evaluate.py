@@ -2,8 +2,11 @@
 
     ./run.sh eval [--corpus news] [--queries FILE.jsonl] [--k 3] [--json] [--modes vector,hybrid]
 
-The JSON shape (``k``, ``modes`` with the means, ``queries`` with each mode's ranking)
-is a public contract: extend it, never break it.
+The JSON shape (``k``, ``modes`` with the means, ``queries`` with each mode's ranking,
+``unavailable`` with each mode left out and why) is a public contract: extend it, never break it.
+A mode is left out when this machine lacks what it needs (the in-process e5) or the lab's
+database lacks its data (the expanded modes' questions: the reason names ``./run.sh expand``),
+so no row copies another mode's numbers.
 """
 
 from __future__ import annotations
@@ -50,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
         if misfits:
             args.parser.error(f"mode(s) {', '.join(misfits)} cannot search the corpus {corpus.name} "
                               f"({next(iter(misfits.values()))}); modes for it: {', '.join(modes_for(corpus))}")
-        missing = {m: why for m, why in unavailable_modes(corpus).items() if m in modes}
+        missing = {m: why for m, why in unavailable_modes(corpus=corpus).items() if m in modes}
         if missing:
             args.parser.error(f"mode(s) {', '.join(missing)} cannot run on this machine ({next(iter(missing.values()))}); "
-                              f"available: {', '.join(available_modes(corpus))}")
+                              f"available: {', '.join(available_modes(corpus=corpus))}")
     queries = load_queries(args.queries, corpus=corpus)  # a bad file fails before any service is touched
     with setup(quiet=True, corpus=corpus) as lab:
         report = evaluate(lab, queries, modes, top_k=args.top_k)

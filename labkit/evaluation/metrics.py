@@ -29,7 +29,7 @@ class Labelled(Protocol):
 def recall_at_k(ranked_ids: Sequence[int], relevant: Collection[int], top_k: int) -> float:
     """Relevant documents in the top k divided by min(k, |relevant|). Taught in 05_evaluation.
 
-    The denominator is capped at k (as in the seed article), so a query with five
+    The denominator is capped at k (as in the course's source article), so a query with five
     relevant documents can still reach 1.0 at k=3.
     """
     if top_k < 1:

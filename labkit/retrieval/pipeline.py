@@ -18,8 +18,8 @@ The course's route of a query, as a value a student can print::
   only those (``within``); printed first, ``filter(type=manual)``.
 
 A ``Pipeline`` is called like any search mode, ``mode(lab, query, top_k) -> hits``, and needs
-what its branches need (``needs``, ``problem()``) and what they need of the corpus
-(``corpus_needs``, ``misfit(corpus)``). ``labkit.retrieval.modes`` holds the table
+what its branches need (``needs`` of this process, ``stored`` data of the lab; ``problem(lab)``) and what they
+need of the corpus (``corpus_needs``, ``misfit(corpus)``). ``labkit.retrieval.modes`` holds the table
 of the lab's modes; PyTerrier writes the same idea as ``bm25 >> rerank``.
 """
 
@@ -30,7 +30,16 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from labkit.retrieval.branches.registry import BRANCHES, Branch, CorpusNeed, Need, first_misfit, first_problem
+from labkit.retrieval.branches.registry import (
+    BRANCHES,
+    Branch,
+    CorpusNeed,
+    Need,
+    Stored,
+    first_misfit,
+    first_missing,
+    first_problem,
+)
 from labkit.retrieval.filters import Filters
 from labkit.retrieval.fusion import RRF_K, FusionConfig, SearchMode, fuse_searches
 
@@ -130,9 +139,17 @@ class Pipeline:
         """What this pipeline needs to run: what its branches need, each once."""
         return tuple(dict.fromkeys(need for branch, _ in self.branches for need in branch.needs))
 
-    def problem(self) -> str | None:
-        """Why this pipeline cannot run in this process; None when it can."""
-        return first_problem(self.needs)
+    @property
+    def stored(self) -> tuple[Stored, ...]:
+        """What this pipeline reads that a separate step stores in the lab's database: its branches' data, each once."""
+        return tuple(dict.fromkeys(need for branch, _ in self.branches for need in branch.stored))
+
+    def problem(self, lab: Lab | None = None) -> str | None:
+        """Why this pipeline cannot run in this process (and, given a lab, on that lab's data); None when it can."""
+        problem = first_problem(self.needs)
+        if problem is None and lab is not None and (missing := first_missing(self.stored, lab)) is not None:
+            return missing.en
+        return problem
 
     @property
     def corpus_needs(self) -> tuple[CorpusNeed, ...]:

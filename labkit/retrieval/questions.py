@@ -71,7 +71,7 @@ class ExpansionReport(NamedTuple):
     seconds: float  # wall time of the generation (0 when nothing was generated)
     embedded: int  # expanded documents (re)embedded afterwards
     shipped: int = 0  # documents that took the questions shipped with the corpus in this call
-    missing: int = 0  # documents left without questions (generate=False and nothing shipped for them)
+    missing: int = 0  # documents left without questions of the lab's chat model (generate=False, nothing shipped fits)
 
 
 def load_shipped(path: Path) -> list[tuple[int, str, str, list[str]]]:
@@ -164,14 +164,14 @@ def ensure_expansion(
             ).rowcount
         stale = conn.execute(  # no questions for the body as it is now, or questions of another model
             sql.SQL(
-                "SELECT n.id, n.{x}, md5(n.{x}), e.id IS NULL OR e.body_md5 <> md5(n.{x}) "
+                "SELECT n.id, n.{x}, md5(n.{x}) "
                 "FROM {n} AS n LEFT JOIN {t} AS e ON e.id = n.id "
                 "WHERE e.id IS NULL OR e.body_md5 <> md5(n.{x}) OR e.model <> %s ORDER BY n.id"
             ).format(t=table, n=documents, x=text),
             (model,),
         ).fetchall()
-        todo = [(doc_id, body, digest) for doc_id, body, digest, _ in stale] if generate else []
-        missing = 0 if generate else sum(1 for *_, absent in stale if absent)
+        todo = [(doc_id, body, digest) for doc_id, body, digest in stale] if generate else []
+        missing = 0 if generate else len(stale)  # no questions of this model for the body as it is now
         total_row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(documents)).fetchone()
         total = int(total_row[0]) if total_row else 0
         empty = 0

@@ -15,6 +15,10 @@ Two branches read the expanded text (``expanded_text_sql``, defined once in SQL)
 * ``search_expanded_lexical``: ``ts_rank_cd`` on the document's ``tsv`` concatenated with the
   questions' tsvector (computed per query: 30 short arrays; a generated column cannot use
   ``array_to_string``, which is not immutable).
+
+Without current questions both would search the bare texts: the first a copy of the vector mode,
+the second of the lexical one. ``expansion_missing`` says so, with the command that makes them
+(``EXPAND_COMMAND``), and the eval command and the lessons leave these modes out until then.
 """
 
 from __future__ import annotations
@@ -26,16 +30,20 @@ from psycopg import sql
 from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.core.ranking import Hit
+from labkit.core.text import count
 from labkit.retrieval.branches.lexical import query_words
+from labkit.retrieval.branches.needs import Missing
 from labkit.retrieval.branches.textvec import TextVectors
 from labkit.store.locks import EXPANDED_VEC_LOCK, advisory_xact_lock
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["EXPANSION_TABLE", "EXPANDED_VEC_TABLE", "EXPANSION_DDL", "EXPANDED_TEXT_SQL", "expanded_text_sql",
-           "expanded_vectors", "expansion_ddl", "expansion_exists", "sync_expanded_vectors", "search_expanded",
-           "search_expanded_lexical"]
+__all__ = ["EXPAND_COMMAND", "EXPANSION_TABLE", "EXPANDED_VEC_TABLE", "EXPANSION_DDL", "EXPANDED_TEXT_SQL", "expanded_text_sql",
+           "expanded_vectors", "expansion_ddl", "expansion_exists", "documents_without_questions", "expansion_missing",
+           "sync_expanded_vectors", "search_expanded", "search_expanded_lexical"]
+
+EXPAND_COMMAND = "./run.sh expand"  # writes the questions (labkit.cli.expand: shipped ones first, then the chat model)
 
 
 def expanded_text_sql(corpus: Corpus) -> sql.Composed:
@@ -91,6 +99,42 @@ def expansion_exists(lab: Lab) -> bool:
         (corpus.derived("expansion"), corpus.derived("expanded_vec")),
     ).fetchone()
     return bool(found and found[0])
+
+
+def documents_without_questions(lab: Lab) -> tuple[int, int]:
+    """How many documents have no current questions of the lab's chat model, and how many documents there are.
+
+    A row is current when it was written for the document's text as it is now and by ``lab.chat_model``;
+    an empty list (a garbled answer) counts as written.
+    """
+    corpus = lab.corpus
+    documents = sql.Identifier(corpus.table)
+    if not expansion_exists(lab):
+        row = lab.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(documents)).fetchone()
+        total = int(row[0]) if row else 0
+        return total, total
+    row = lab.conn.execute(
+        sql.SQL(
+            "SELECT count(*) FILTER (WHERE e.id IS NULL), count(*) FROM {n} AS n "
+            "LEFT JOIN {t} AS e ON e.id = n.id AND e.body_md5 = md5(n.{x}) AND e.model = %s"
+        ).format(n=documents, t=sql.Identifier(corpus.derived("expansion")), x=sql.Identifier(corpus.text_column)),
+        (lab.chat_model,),
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def expansion_missing(lab: Lab) -> Missing | None:
+    """What the expanded branches lack on this lab: documents without questions of its chat model; None when none lack them."""
+    without, total = documents_without_questions(lab)
+    if without == 0:
+        return None
+    return Missing(
+        f"no expansion questions of chat model {lab.chat_model} are stored for {without} of {total} documents "
+        f"(the expanded modes would search the bare texts); make them with: {EXPAND_COMMAND}",
+        f"нет вопросов чат-модели `{lab.chat_model}` к {count(without, 'документу', 'документам', 'документам')} "
+        f"из {total}: без них эти режимы искали бы по голому тексту; вопросы пишет `{EXPAND_COMMAND}` "
+        "(или ячейка с `lk.ensure_expansion` в уроке 11)",
+    )
 
 
 def _create_tables(lab: Lab) -> None:

@@ -1,22 +1,23 @@
 """The fielded branch: each document's text embedded with its metadata, e.g. a news item's rubric and company.
 
 Taught in 11_beyond_rrf. A news item is more than its sentence: the corpus files it under a
-topic and, often, a company. «Фигурист взял золото» alone sits near the gold-price news for a
-small embedder; filed under «спорт: соревнования, медали, матчи» it sits with the other sport
-news. This is document expansion from the data's own fields, the way a search engine indexes
-a page's title and section with its body, and it costs one embedding per document, once:
+topic and, often, a company. This is document expansion from the data's own fields, the way a
+search engine indexes a page's title and section with its body, and it costs one embedding per
+document, once:
 
-    <text>. <Field gloss>: <the value's gloss, or the value>. ...
+    <text>. <Field label>: <the value's gloss, or the value>. ...
 
 The corpus says which fields (``Corpus.fielded``, in order) and how each is glossed
-(``Field.glosses``); for the news corpus the text is «body. Тема: <the topic's gloss>.
-Компания: <company>.», the glosses being the same Russian descriptions the agent's model
-reads in its tool schema. Texts are built in SQL from the documents table (the glosses are a
-parameter), so a changed document or a changed gloss is re-embedded at the next search
-(``labkit.retrieval.branches.textvec.TextVectors``, table ``Corpus.derived("fielded_vec")``).
+(``Field.glosses``); for the news corpus the text is «body. Тема: <the topic's rubric>.
+Компания: <company>.», the rubric being the topic's label in an outside taxonomy, IPTC Media
+Topics (``labkit.core.corpora.news.TOPIC_RUBRICS``). Not the agent's glosses: those were written
+with the seed queries in view and repeat their words, so a win on those queries would be their
+echo (``labkit.evaluation.leakage`` measures it). Texts are built in SQL from the documents table
+(the glosses are a parameter), so a changed document or a changed rubric is re-embedded at the
+next search (``labkit.retrieval.branches.textvec.TextVectors``, table ``Corpus.derived("fielded_vec")``).
 
-``search_hybrid_fielded`` searches the corrected query (``labkit.retrieval.rewriters.spelling``) with this
-branch; on the tune split no fusion with the other branches ranked better (11_beyond_rrf).
+``SEARCH_MODES["fielded_corrected"]`` searches the corrected query (``labkit.retrieval.rewriters.spelling``)
+with this branch (11_beyond_rrf tunes it on the tune split).
 """
 
 from __future__ import annotations

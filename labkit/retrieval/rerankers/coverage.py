@@ -2,13 +2,11 @@
 
 Taught in 11_beyond_rrf.
 
-A dense embedder rates closeness of meaning as a whole. For «золотая медаль» the small e5
-puts «Бронзовую медаль завоевала теннисистка» first: it says «медаль» outright, while the
-news of gold won at a championship say «взял золото». Search engines have long preferred
-documents that hold *more of the query's words* (coordination-level matching; Lucene's
-classic ``coord`` factor). Read against the fielded text (``labkit.retrieval.branches.fielded``: body, topic
-gloss, company), the championship news hold both words, «золот» in the body and «медали»
-in the sport gloss, and the bronze news holds one.
+A dense embedder rates closeness of meaning as a whole, and may put first a document that
+shares one word of the query outright over one that holds several of them. Search engines have
+long preferred documents that hold *more of the query's words* (coordination-level matching;
+Lucene's classic ``coord`` factor). The text read is by default the fielded text
+(``labkit.retrieval.branches.fielded``: body, topic rubric, company).
 
 ``rerank_by_coverage`` takes the first `depth` hits of a ranking and sorts them by the
 number of the query's lexemes their text covers (the text a re-ranker reads is its
