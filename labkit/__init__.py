@@ -22,6 +22,9 @@ from labkit.agent.planner import (
     route_calls,
 )
 from labkit.agent.scope import Scope, corpus_scope
+from labkit.agent.sql.check import SqlRefused, check_select
+from labkit.agent.sql.graph import SqlAgent, SqlResult, sql_messages
+from labkit.agent.sql.schema import describe_schema
 from labkit.agent.tools import (
     DEFAULT_TOOLS,
     Company,
@@ -69,6 +72,8 @@ from labkit.core.corpus import DATA_DIR, SPLITS, Corpus, DataError, Field, Label
 from labkit.core.errors import LabError
 from labkit.core.ranking import Hit, ids
 from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
+from labkit.core.shop.data import ShopData, read_products, validate_shop
+from labkit.core.shop.generate import generate_shop, shop_data
 from labkit.core.text import count, model_size, plural, say, shorten
 from labkit.core.tokens import cut_offset, head_of
 from labkit.course.checks import (
@@ -130,6 +135,14 @@ from labkit.evaluation.significance import (
     queries_needed,
 )
 from labkit.evaluation.spans import ChunkScores, SpanQuery, TokenIndex, load_span_queries, score_chunks, span_scores
+from labkit.evaluation.sql_accuracy import (
+    SqlAccuracy,
+    SqlQuestion,
+    evaluate_sql_agent,
+    load_sql_questions,
+    same_result,
+    sql_accuracy,
+)
 from labkit.evaluation.tool_choice import (
     AgentQuestion,
     choice_is_correct,
@@ -238,6 +251,8 @@ from labkit.store.connection import DatabaseUnavailable, connect
 from labkit.store.embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
 from labkit.store.loading import ensure_corpus
 from labkit.store.scorecache import SCORE_STATS
+from labkit.store.shop.loading import ShopLoadReport, ensure_shop
+from labkit.store.shop.reader import QueryResult, ReaderUnavailable, open_reader, run_select
 from labkit.store.vectors import lab_vector_table, vector_table
 
 __all__ = [
@@ -304,6 +319,11 @@ __all__ = [
     "Agent", "AgentResult", "open_checkpointer", "planner_context",
     "AgentQuestion", "choice_is_correct", "evaluate_tool_choice", "load_agent_questions", "evaluate_agent",
     "check_answer", "cited_ids", "faithfulness_rate",
+    # the shop and its SQL agent
+    "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
+    "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
+    "SqlAgent", "SqlResult", "sql_messages", "SqlQuestion", "load_sql_questions", "same_result", "evaluate_sql_agent",
+    "SqlAccuracy", "sql_accuracy",
     # exercises
     "CheckResult", "ready", "check_chunker", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
     # the challenge

@@ -110,7 +110,7 @@ COMMENTS: dict[tuple[str, str | None], str] = {
                            "'Лофт', 'Модуль' (собственные бренды «ТехноМир») или 'Apple'",
     ("products", "category"): "Категория: 'телевизоры', 'кронштейны', 'мебель', 'пылесосы', 'стиральные машины', "
                               "'наушники', 'смартфоны', 'ноутбуки'",
-    ("products", "price"): "Текущая цена одной штуки в рублях",
+    ("products", "price"): "Текущая цена одной штуки в каталоге, в рублях (по какой цене продали — order_items.price)",
     ("products", "warranty_months"): "Гарантийный срок в месяцах",
     ("products", "technically_complex"): "true, если это технически сложный товар (ТСТ, Постановление № 924): "
                                          "ноутбуки, смартфоны, телевизоры, стиральные машины",
@@ -126,14 +126,16 @@ COMMENTS: dict[tuple[str, str | None], str] = {
     ("orders", "payment"): f"Способ оплаты: {_values(PAYMENTS)}",
     ("orders", "status"): f"Состояние заказа: {_values(ORDER_STATUSES)}",
     ("orders", "received_on"): "Дата получения товара покупателем; NULL, если заказ не получен "
-                               "(отменён или ещё в доставке)",
+                               "(отменён или ещё в доставке). received_on - ordered_on — число дней (integer)",
     ("order_items", None): "Строки заказов: какой товар, сколько штук и по какой цене купили в заказе",
     ("order_items", "id"): "Номер строки заказа",
     ("order_items", "order_id"): "Заказ (orders.id)",
     ("order_items", "product_id"): "Товар (products.id)",
     ("order_items", "quantity"): "Количество штук",
-    ("order_items", "price"): "Цена одной штуки в этом заказе в рублях (со скидкой); сумма строки — price * quantity",
-    ("returns", None): "Возвраты товаров покупателями и решения магазина по ним",
+    ("order_items", "price"): "Цена продажи одной штуки в этом заказе, в рублях (со скидкой); "
+                              "сумма строки — price * quantity",
+    ("returns", None): "Возвраты товаров покупателями и решения магазина по ним. Товара здесь нет: "
+                       "returns.order_item_id -> order_items.id, затем order_items.product_id -> products.id",
     ("returns", "id"): "Номер возврата",
     ("returns", "order_item_id"): "Строка заказа, товар из которой возвращают (order_items.id)",
     ("returns", "returned_on"): "Дата обращения с возвратом",

@@ -1,0 +1,353 @@
+"""The SQL agent as a LangGraph graph: write SQL -> check -> run under the reader; errors go back, bounded.
+
+Taught in 19_sql_agent. One question is one run of the graph::
+
+    write_sql -> check_sql -> run_sql -> answer
+        ^           |            |
+        +-- error --+------------+      (error_count < max_errors)
+                    |            +-> give_up   (error_count = max_errors: requires_human)
+                    +-> refuse               (the SQL would change data)
+
+The model sees the shop's schema with its comments (``describe_schema``, through the reader's own
+connection) and writes one SELECT. A refusal by the check, or Postgres's own error text, is quoted
+with its SQL in the next prompt (``sql_messages``), so the prompt grows with each retry (the trace
+shows the tokens). After ``max_errors`` failures the run stops honestly with ``requires_human``. SQL
+that would change data (the model took «удали все заказы» literally) is not retried: the agent says
+it only reads, and nothing ran. A run that succeeds answers with the rows themselves (``format_rows``),
+never with a model's retelling. Safety does not rest on the check: the reader role can only read.
+
+The graph's state is plain data (a question in; SQL texts, errors, rows and an answer out), so a
+supervisor can run it from a node of its own (``SqlAgent.ask``) or add ``SqlAgent.graph`` as a subgraph.
+"""
+
+from __future__ import annotations
+
+import datetime
+import operator
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+import pandas as pd
+import psycopg
+
+from labkit.agent.sql.answer import format_rows, format_value
+from labkit.agent.sql.check import SqlRefused, check_select, extract_sql
+from labkit.agent.sql.schema import describe_schema
+from labkit.core.text import ERROR_CHARS, PREVIEW_CHARS, shorten
+from labkit.models.chat import ask_model
+from labkit.store.shop.reader import ROW_CAP, QueryResult, open_reader, run_select
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph import StateGraph
+
+    from labkit.core.context import Lab
+
+__all__ = ["SQL_SYSTEM_PROMPT", "RETRY_PROMPT", "SQL_TOKENS", "SqlAgent", "SqlResult", "sql_messages"]
+
+SQL_TOKENS = 400  # the longest reply a SQL step may generate: one query with a few joins fits in 200
+SQL_SYSTEM_PROMPT = """Ты пишешь запросы к базе данных PostgreSQL магазина электроники «ТехноМир».
+Тебе доступны только эти таблицы (после -- сказано, что хранит столбец и какие значения в нём бывают):
+
+{schema}
+
+Правила:
+- Ответь одним запросом SELECT в блоке ```sql ... ``` и ничего больше не пиши.
+- Используй только эти таблицы и столбцы. Каждый столбец бери из той таблицы, где он объявлен; если нужны столбцы разных таблиц, соедини их через JOIN ... ON по REFERENCES.
+- Добавляй в WHERE только условия, о которых спрашивает вопрос.
+- Текстовые значения пиши точно как в комментариях, в одинарных кавычках.
+- Даты пиши как 'ГГГГ-ММ-ДД' и сравнивай через BETWEEN, >=, < или EXTRACT(YEAR FROM ...); LIKE к датам не применяй.
+- Данные только читай: никаких INSERT, UPDATE, DELETE, DROP."""
+FAILED_ATTEMPT = """Запрос
+```sql
+{sql}
+```
+не выполнен. {source}:
+{error}"""
+RETRY_PROMPT = "Напиши другой, исправленный запрос на этот вопрос."
+GIVE_UP_ANSWER = ("Не удалось получить данные магазина: запросов к базе — {attempts}, и ни один не выполнен "
+                  "(последняя ошибка: {last}). Ответ без данных был бы выдумкой, поэтому вопрос передан человеку.")
+MODEL_DOWN_ANSWER = "Модель не ответила ({error}); агент остановлен, вопрос передан человеку."
+DATABASE_DOWN_ANSWER = "База данных магазина недоступна ({error}); вопрос передан человеку."
+WRITE_REFUSED_ANSWER = ("Этот агент только читает базу магазина: изменить, удалить или создать в ней что-либо он "
+                        "не может и не будет. Запрос модели не выполнялся: {sql}")
+RECURSION_ANSWER = "Агент не уложился в {limit} шагов графа и остановлен; вопрос передан человеку."
+
+
+class SqlState(TypedDict, total=False):
+    """One question's run: the question, every SQL tried with its error or rows, the result and the answer."""
+
+    question: str
+    sql: str  # the SQL of the current attempt (after extraction)
+    attempts: Annotated[list[dict[str, Any]], operator.add]  # {"sql", "ok", "error", "source", "rows"} per attempt
+    error_count: int
+    last_error: str
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool
+    answer: str
+    requires_human: bool
+    refused: bool  # the model wrote SQL that changes data: the request is refused, not retried
+    trace: Annotated[list[dict[str, Any]], operator.add]
+
+
+@dataclass
+class SqlResult:
+    """What one question produced: the answer, every SQL attempt with its error or rows, the trace."""
+
+    question: str
+    answer: str
+    sql: str  # the SQL that ran (or the last one tried)
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool
+    requires_human: bool
+    error_count: int
+    attempts: list[dict[str, Any]]
+    trace: pd.DataFrame
+    seconds: float
+    thread_id: str
+    failure: str = ""  # the model or the database was unavailable (then the answer says so)
+    refused: bool = False  # the request was one to change data: refused without running anything
+
+    @property
+    def ok(self) -> bool:
+        """A query ran and the answer holds its rows."""
+        return not self.requires_human and bool(self.attempts) and bool(self.attempts[-1]["ok"])
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """Each SQL attempt as a tool call: the SQL text and either its rows or its error (for ``ask --json``)."""
+        calls = []
+        for attempt in self.attempts:
+            call: dict[str, Any] = {"name": "sql", "arguments": {"sql": attempt["sql"]}, "ok": attempt["ok"]}
+            if attempt["ok"]:
+                call["rows"] = [[_plain(v) for v in row] for row in attempt["rows"]]
+            else:
+                call["error"] = attempt["error"]
+            calls.append(call)
+        return calls
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the answer, the SQL steps, the rows as text cells."""
+        return {
+            "question": self.question, "answer": self.answer, "sql": self.sql, "columns": self.columns,
+            "rows": [[format_value(v) for v in row] for row in self.rows], "truncated": self.truncated,
+            "requires_human": self.requires_human, "refused": self.refused, "errors": self.error_count,
+            "tool_calls": self.tool_calls(),
+            "thread_id": self.thread_id, "seconds": round(self.seconds, 3),
+            "trace": self.trace.astype(object).where(self.trace.notna(), None).to_dict(orient="records"),
+        }
+
+
+def _plain(value: Any) -> Any:
+    """A cell as JSON has it: numbers as numbers, dates as ISO text."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    return value
+
+
+def sql_messages(schema: str, question: str, attempts: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """What the model reads for one step: the system prompt with the schema, then the question with every failed
+    attempt so far (its SQL and the error), so the prompt grows with each retry. Taught in 19_sql_agent.
+
+    Failed attempts are quoted inside one user message with the question, not replayed as the model's own
+    turns: replayed, the 1.5B model repeated its SQL word for word in every failing tune question looked at.
+    """
+    user = f"Вопрос: {question}"
+    failed = [a for a in attempts if not a["ok"]]
+    for attempt in failed:
+        user += "\n\n" + FAILED_ATTEMPT.format(sql=attempt["sql"] or "(нет запроса)", source=attempt["source"],
+                                               error=attempt["error"])
+    if failed:
+        user += "\n\n" + RETRY_PROMPT
+    return [{"role": "system", "content": SQL_SYSTEM_PROMPT.format(schema=schema)}, {"role": "user", "content": user}]
+
+
+def _row(node: str, seconds: float, *, sql: str = "", ok: bool | None = None, error: str = "", rows: int | None = None,
+         preview: str = "", prompt_tokens: int | None = None, eval_tokens: int | None = None) -> dict[str, Any]:
+    """One trace row: the step, its SQL, whether it worked, Postgres's error, how many rows, time and tokens."""
+    return {"node": node, "sql": sql, "ok": ok, "error": error, "rows": rows,
+            "preview": shorten(preview, PREVIEW_CHARS), "seconds": round(seconds, 3),
+            "prompt_tokens": prompt_tokens, "eval_tokens": eval_tokens}
+
+
+def _trace_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(_row("", 0.0)))
+    return frame.astype({"rows": "Int64", "prompt_tokens": "Int64", "eval_tokens": "Int64"})
+
+
+class SqlAgent:
+    """The SQL agent over the shop. Taught in 19_sql_agent.
+
+    Queries run on a connection of the shop's read-only role (``open_reader``), opened here and closed
+    by ``close()`` unless `reader` is given. `chat` defaults to the lab's model client; `checkpointer`
+    (e.g. ``open_checkpointer(lab.settings)``) makes each run resumable, none by default.
+    """
+
+    def __init__(
+        self,
+        lab: Lab,
+        *,
+        model: str | None = None,
+        chat: Callable[..., Any] | None = None,
+        reader: psycopg.Connection[Any] | None = None,
+        max_errors: int = 3,
+        row_cap: int = ROW_CAP,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+    ) -> None:
+        if max_errors < 1:
+            raise ValueError(f"max_errors must be at least 1, got {max_errors}")
+        self.lab = lab
+        self.model = model or lab.chat_model
+        self.chat = chat if chat is not None else lab.models.chat
+        self._owns_reader = reader is None
+        self.reader = reader if reader is not None else open_reader(lab.conn, lab.settings.database_url or "")
+        self.max_errors = max_errors
+        self.row_cap = row_cap
+        self.recursion_limit = 3 * max_errors + 4  # write, check, run per attempt; answer or give_up at the end
+        self.schema = describe_schema(self.reader)
+        self.graph = self.build().compile(checkpointer=checkpointer)
+
+    def build(self) -> StateGraph:
+        """The graph, not yet compiled (a supervisor may add it as a subgraph)."""
+        from langgraph.graph import END, START, StateGraph
+
+        graph = StateGraph(SqlState)
+        graph.add_node("write_sql", self._write_sql)
+        graph.add_node("check_sql", self._check_sql)
+        graph.add_node("run_sql", self._run_sql)
+        graph.add_node("answer", self._answer)
+        graph.add_node("give_up", self._give_up)
+        graph.add_node("refuse", self._refuse)
+        graph.add_edge(START, "write_sql")
+        graph.add_edge("write_sql", "check_sql")
+        graph.add_conditional_edges("check_sql", self._after_check, ["run_sql", "write_sql", "give_up", "refuse"])
+        graph.add_conditional_edges("run_sql", self._after_run, ["answer", "write_sql", "give_up"])
+        graph.add_edge("answer", END)
+        graph.add_edge("give_up", END)
+        graph.add_edge("refuse", END)
+        return graph
+
+    # --- nodes -------------------------------------------------------------------------------
+    def _write_sql(self, state: SqlState) -> dict[str, Any]:
+        messages = sql_messages(self.schema, state["question"], state["attempts"])
+        reply = ask_model(self.chat, self.model, messages, think=False, num_predict=SQL_TOKENS)
+        if reply.error:  # e.g. a model that cannot chat: say so instead of looping
+            raise _ModelUnavailable(reply.error)
+        text = extract_sql(reply.content)
+        row = _row("write_sql", reply.seconds, sql=text, preview="" if text else reply.content,
+                   prompt_tokens=reply.prompt_tokens, eval_tokens=reply.eval_tokens)
+        return {"sql": text, "trace": [row]}
+
+    def _failure(self, state: SqlState, sql: str, error: str, source: str, node: str, seconds: float) -> dict[str, Any]:
+        """A failed attempt: recorded and counted; the next prompt quotes it (``sql_messages``)."""
+        return {"error_count": state["error_count"] + 1, "last_error": error,
+                "attempts": [{"sql": sql, "ok": False, "error": error, "source": source, "rows": None}],
+                "trace": [_row(node, seconds, sql=sql, ok=False, error=error)]}
+
+    def _check_sql(self, state: SqlState) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            checked = check_select(state["sql"])
+        except SqlRefused as refused:
+            update = self._failure(state, state["sql"], str(refused), "Проверка запроса", "check_sql",
+                                   time.perf_counter() - start)
+            return {**update, "refused": refused.writes}
+        return {"sql": checked, "trace": [_row("check_sql", time.perf_counter() - start, sql=checked, ok=True)]}
+
+    def _run_sql(self, state: SqlState) -> dict[str, Any]:
+        result: QueryResult = run_select(self.reader, state["sql"], row_cap=self.row_cap)
+        if not result.ok:
+            return self._failure(state, result.sql, result.error, "Ошибка PostgreSQL", "run_sql", result.seconds)
+        rows = [list(r) for r in result.rows]
+        return {"columns": result.columns, "rows": rows, "truncated": result.truncated,
+                "attempts": [{"sql": result.sql, "ok": True, "error": "", "source": "", "rows": rows}],
+                "trace": [_row("run_sql", result.seconds, sql=result.sql, ok=True, rows=len(rows))]}
+
+    def _answer(self, state: SqlState) -> dict[str, Any]:
+        answer = format_rows(state["columns"], state["rows"], state["truncated"])
+        return {"answer": answer, "trace": [_row("answer", 0.0, preview=answer)]}
+
+    def _refuse(self, state: SqlState) -> dict[str, Any]:
+        answer = WRITE_REFUSED_ANSWER.format(sql=shorten(state["sql"], ERROR_CHARS))
+        return {"answer": answer, "trace": [_row("refuse", 0.0, preview=answer)]}
+
+    def _give_up(self, state: SqlState) -> dict[str, Any]:
+        first_line = (state["last_error"].splitlines() or [""])[0].removeprefix("ERROR:").strip()
+        answer = GIVE_UP_ANSWER.format(attempts=len(state["attempts"]), last=shorten(first_line, ERROR_CHARS).rstrip("."))
+        return {"answer": answer, "requires_human": True, "trace": [_row("give_up", 0.0, preview=answer)]}
+
+    # --- routing ------------------------------------------------------------------------------
+    def _after_failure(self, state: SqlState) -> str:
+        return "give_up" if state["error_count"] >= self.max_errors else "write_sql"
+
+    def _after_check(self, state: SqlState) -> str:
+        if state["trace"][-1]["ok"]:
+            return "run_sql"
+        return "refuse" if state.get("refused") else self._after_failure(state)
+
+    def _after_run(self, state: SqlState) -> str:
+        return "answer" if state["trace"][-1]["ok"] else self._after_failure(state)
+
+    # --- public -------------------------------------------------------------------------------
+    def ask(self, question: str, thread_id: str | None = None) -> SqlResult:
+        """Answer one data question from the shop's database. Taught in 19_sql_agent.
+
+        Never raises for the model or the database being unavailable: the answer then says so in
+        Russian and ``requires_human`` is set.
+        """
+        from httpx import TransportError
+        from langgraph.errors import GraphRecursionError
+        from ollama import ResponseError
+
+        thread_id = thread_id or uuid.uuid4().hex[:12]
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
+        start_state: SqlState = {
+            "question": question, "sql": "", "attempts": [],
+            "error_count": 0, "last_error": "", "columns": [], "rows": [], "truncated": False, "answer": "",
+            "requires_human": False, "refused": False, "trace": []}
+        start = time.perf_counter()
+        state: dict[str, Any] = dict(start_state)
+        failure = ""
+        try:
+            for values in self.graph.stream(start_state, config, stream_mode="values"):
+                state = values
+        except GraphRecursionError:
+            state = {**state, "answer": RECURSION_ANSWER.format(limit=self.recursion_limit), "requires_human": True}
+        except (_ModelUnavailable, ResponseError, ConnectionError, TransportError) as exc:
+            failure = shorten(f"{type(exc).__name__}: {' '.join(str(exc).split())}", ERROR_CHARS)
+            state = {**state, "answer": MODEL_DOWN_ANSWER.format(error=failure), "requires_human": True}
+        except psycopg.OperationalError as exc:  # the reader's connection is gone (run_select re-raises only that)
+            failure = shorten(" ".join(str(exc).split()) or type(exc).__name__, ERROR_CHARS)
+            state = {**state, "answer": DATABASE_DOWN_ANSWER.format(error=failure), "requires_human": True}
+        attempts = list(state.get("attempts", []))
+        return SqlResult(
+            question=question, answer=state.get("answer", ""),
+            sql=attempts[-1]["sql"] if attempts else state.get("sql", ""),
+            columns=list(state.get("columns", [])), rows=[tuple(r) for r in state.get("rows", [])],
+            truncated=bool(state.get("truncated")), requires_human=bool(state.get("requires_human")),
+            error_count=int(state.get("error_count", 0)), attempts=attempts,
+            trace=_trace_frame(list(state.get("trace", []))), seconds=time.perf_counter() - start,
+            thread_id=thread_id, failure=failure, refused=bool(state.get("refused")))
+
+    def close(self) -> None:
+        """Close the reader's connection if this agent opened it (the lab stays open)."""
+        if self._owns_reader:
+            self.reader.close()
+
+    def __enter__(self) -> SqlAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _ModelUnavailable(RuntimeError):
+    """The model answered with an error instead of text (``Reply.error``: a missing capability)."""

@@ -1,0 +1,158 @@
+"""The SQL agent on the real model and the real shop database: an answer, a real error corrected, the bound, outages.
+
+Real Postgres (the lab's database, shop loaded) and the real local model server. Two stand-ins,
+each named: ``FirstReplyWrongTable`` writes the first SQL of a run itself (a table that does not
+exist, the seed article's ``users_data``), so Postgres's real error reaches the real model on
+demand; ``NeverLearns`` is a model that repeats its mistake forever, the path the bound exists for.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import labkit as lk
+from labkit.agent.sql.graph import SqlAgent
+from labkit.evaluation.sql_accuracy import evaluate_sql_agent, load_sql_questions, same_result, sql_accuracy
+from labkit.services.setup import model_client
+from labkit.store.shop.loading import ensure_shop
+from labkit.store.shop.reader import run_select
+
+pytestmark = pytest.mark.services
+
+QUESTION = "Сколько всего заказов в базе?"
+GOLD = "SELECT count(*) FROM orders"
+
+
+@pytest.fixture(scope="module")
+def shop_lab(settings):
+    with lk.open_lab(settings, load=False) as lab:
+        ensure_shop(lab)
+        yield lab
+
+
+@pytest.fixture(scope="module")
+def agent(shop_lab):
+    with SqlAgent(shop_lab) as sql_agent:
+        yield sql_agent
+
+
+def _reply(content: str) -> Any:
+    """An Ollama chat response carrying `content` (what the stand-ins return)."""
+    return SimpleNamespace(message=SimpleNamespace(content=content, tool_calls=None, thinking=None))
+
+
+class FirstReplyWrongTable:
+    """STAND-IN for the first step only: writes SQL on a table that does not exist, then the real model answers."""
+
+    def __init__(self, chat: Callable[..., Any]) -> None:
+        self.chat, self.calls = chat, 0
+
+    def __call__(self, **request: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            return _reply("```sql\nSELECT count(*) FROM users_data\n```")
+        return self.chat(**request)
+
+
+class NeverLearns:
+    """STAND-IN for a model that never corrects itself: the same wrong SQL however often it hears the error."""
+
+    def __init__(self) -> None:
+        self.prompts: list[int] = []
+
+    def __call__(self, **request: Any) -> Any:
+        self.prompts.append(sum(len(m["content"]) for m in request["messages"]))
+        return _reply("```sql\nSELECT total FROM sales\n```")
+
+
+class TakesItLiterally:
+    """STAND-IN for a model that answers «удали все заказы» with the DELETE itself (the 1.5B model did)."""
+
+    def __call__(self, **request: Any) -> Any:
+        return _reply("```sql\nDELETE FROM orders;\n```")
+
+
+def _gold(agent: SqlAgent, query: str = GOLD):
+    return run_select(agent.reader, query).rows
+
+
+def test_a_data_question_is_answered_from_the_rows_of_one_select(agent):
+    result = agent.ask(QUESTION)
+    assert result.ok and not result.requires_human and result.error_count == 0
+    assert same_result(_gold(agent), result.rows), result.sql
+    assert f"{_gold(agent)[0][0]}" in result.answer.replace("\u00a0", "")
+    assert list(result.trace["node"]) == ["write_sql", "check_sql", "run_sql", "answer"]
+    assert result.trace.loc[0, "prompt_tokens"] > 0, "the model step reports its tokens"
+    assert json.loads(json.dumps(result.to_dict()))["tool_calls"] == [
+        {"name": "sql", "arguments": {"sql": result.sql}, "ok": True, "rows": [[_gold(agent)[0][0]]]}]
+
+
+def test_postgres_real_error_goes_back_and_the_real_model_corrects_its_sql(shop_lab):
+    chat = FirstReplyWrongTable(shop_lab.models.chat)
+    with SqlAgent(shop_lab, chat=chat) as agent:
+        result = agent.ask(QUESTION)
+        gold = _gold(agent)
+    assert result.error_count == 1 and result.ok, result.trace.to_string()
+    first, last = result.attempts[0], result.attempts[-1]
+    assert first["sql"] == "SELECT count(*) FROM users_data" and 'relation "users_data" does not exist' in first["error"]
+    assert last["ok"] and "users_data" not in last["sql"] and same_result(gold, result.rows)
+    runs = result.trace[result.trace["node"] == "run_sql"]
+    assert list(runs["ok"]) == [False, True] and "users_data" in runs.iloc[0]["error"]
+    prompts = result.trace[result.trace["node"] == "write_sql"]["prompt_tokens"].dropna()
+    assert len(prompts) == 1, "the first SQL was the stand-in's: only the correction was the model's"
+    assert chat.calls == 2
+
+
+def test_after_the_bound_the_run_ends_with_requires_human_and_an_honest_message(shop_lab):
+    model = NeverLearns()
+    with SqlAgent(shop_lab, chat=model, max_errors=3) as agent:
+        result = agent.ask(QUESTION)
+    assert result.requires_human and result.error_count == 3 and not result.ok
+    assert result.answer.startswith("Не удалось получить данные магазина: запросов к базе — 3")
+    assert 'relation "sales" does not exist' in result.answer and "передан человеку" in result.answer
+    assert list(result.trace["node"]).count("run_sql") == 3 and result.trace.iloc[-1]["node"] == "give_up"
+    assert model.prompts == sorted(model.prompts) and len(set(model.prompts)) == 3, "each retry's prompt is longer"
+    assert [c["error"].startswith("ERROR:") for c in result.tool_calls()] == [True, True, True]
+
+
+def test_sql_that_would_change_data_is_refused_at_once_and_never_runs(shop_lab):
+    with SqlAgent(shop_lab, chat=TakesItLiterally()) as agent:
+        before = run_select(agent.reader, GOLD).rows
+        result = agent.ask("Удали все заказы")
+        assert run_select(agent.reader, GOLD).rows == before
+    assert result.refused and not result.requires_human and result.error_count == 1
+    assert result.answer.startswith("Этот агент только читает базу магазина") and "DELETE FROM orders" in result.answer
+    assert list(result.trace["node"]) == ["write_sql", "check_sql", "refuse"], "no retry, no run"
+
+
+def test_a_model_server_that_does_not_answer_ends_the_run_with_one_russian_sentence(shop_lab):
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    gone = model_client(f"http://127.0.0.1:{port}")
+    with SqlAgent(shop_lab, chat=gone.chat) as agent:
+        result = agent.ask(QUESTION)
+    assert result.requires_human and result.answer.startswith("Модель не ответила") and result.failure
+    assert "Traceback" not in result.answer
+
+
+def test_a_lost_database_connection_ends_the_run_with_one_russian_sentence(shop_lab):
+    agent = SqlAgent(shop_lab, chat=FirstReplyWrongTable(shop_lab.models.chat))
+    agent.reader.close()
+    result = agent.ask(QUESTION)
+    assert result.requires_human and result.answer.startswith("База данных магазина недоступна")
+
+
+def test_execution_accuracy_is_measured_on_labelled_questions(agent):
+    questions = load_sql_questions(split="tune")[:2]
+    frame = evaluate_sql_agent(agent, questions)
+    summary = sql_accuracy(frame)
+    assert list(frame["id"]) == [q.id for q in questions] and summary.questions == 2
+    assert 0 <= summary.accuracy.low <= summary.accuracy.mean <= summary.accuracy.high <= 1
+    assert summary.seconds_per_question > 0 and set(frame["correct"]) <= {True, False}

@@ -1,0 +1,207 @@
+"""The SQL agent's pure parts: SQL out of a reply, one SELECT only, answers from rows, result comparison (no service)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from decimal import Decimal
+
+import pytest
+
+from labkit.agent.sql.answer import format_rows, format_value
+from labkit.agent.sql.check import SqlRefused, check_select, extract_sql, words
+from labkit.core.corpus import DataError
+from labkit.evaluation.sql_accuracy import load_sql_questions, same_result, same_value
+
+# --- what the model wrote ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "sql"),
+    [
+        ("```sql\nSELECT count(*) FROM orders;\n```", "SELECT count(*) FROM orders;"),
+        ("Вот запрос:\n```sql\nSELECT 1\n```\nОн считает.", "SELECT 1"),
+        ("```\nWITH t AS (SELECT 1) SELECT * FROM t\n```", "WITH t AS (SELECT 1) SELECT * FROM t"),
+        ("SELECT city FROM orders", "SELECT city FROM orders"),
+        ("Запрос:\nselect 2", "select 2"),
+        ("```sql\nSELECT 3", "SELECT 3"),  # cut at the token limit: the fence never closed
+        ("Я не могу удалить данные.", ""),
+    ],
+)
+def test_the_sql_is_taken_out_of_the_reply(reply, sql):
+    assert extract_sql(reply) == sql
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT count(*) FROM orders",
+        "select 1;",
+        "SELECT 1 ;  ",
+        "WITH t AS (SELECT id FROM orders) SELECT count(*) FROM t",
+        "SELECT 'drop table; delete' AS note",
+        'SELECT 1 AS "insert; into"',
+        "SELECT 1 -- ; DELETE FROM orders\n",
+        "SELECT /* DROP TABLE /* nested */ orders; */ 1",
+        "SELECT $$; DELETE FROM x$$, $tag$ ; $tag$",
+        "SELECT E'it\\'s; fine'",
+        "SELECT 'it''s; fine'",
+        "SELECT set_config('x.y', 'z', true)",  # a function name, not SET
+        "(SELECT 1)",
+    ],
+)
+def test_one_select_passes(query):
+    assert check_select(query) == query.strip().rstrip(";").rstrip()
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "нет SQL-запроса"),
+        ("SELECT 1; SELECT 2", "несколько SQL-команд"),
+        ("SELECT 1; DROP TABLE orders", "несколько SQL-команд"),
+        ("DELETE FROM orders", "начинается с DELETE"),
+        ("DROP TABLE orders", "начинается с DROP"),
+        ("UPDATE orders SET status = 'x'", "начинается с UPDATE"),
+        ("EXPLAIN ANALYZE SELECT 1", "начинается с EXPLAIN"),
+        ("WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d", "не может содержать DELETE"),
+        ("SELECT * INTO stolen FROM orders", "не может содержать INTO"),
+        ("SELECT * FROM orders FOR UPDATE", "не может содержать UPDATE"),
+        ("SELECT 'unclosed", "незакрытая кавычка"),
+        ("SELECT 1 /* open", "незакрытый комментарий"),
+        ("SELECT $a$ never closed", "незакрытая строка $a$"),
+    ],
+)
+def test_anything_but_one_select_is_refused_with_a_reason_for_the_model(query, message):
+    with pytest.raises(SqlRefused) as refused:
+        check_select(query)
+    assert message in str(refused.value)
+
+
+def test_words_skip_strings_names_and_comments():
+    found, statements = words("SELECT a, 'x; y' AS \"delete\" FROM t -- drop\n/* update */;")
+    assert found == ["select", "a", "as", "from", "t"] and statements == 1
+
+
+# --- the answer --------------------------------------------------------------------------------------------
+
+def test_values_are_written_for_a_russian_reader():
+    assert format_value(Decimal("41637290.00")) == "41\u00a0637\u00a0290"
+    assert format_value(Decimal("559.9105812")) == "559,91"
+    assert format_value(1600) == "1600" and format_value(-12345.5) == "-12\u00a0345,5"
+    assert format_value(datetime.date(2026, 9, 15)) == "15.09.2026"
+    assert format_value(None) == "—" and format_value(True) == "да"
+
+
+def test_an_answer_says_one_value_shows_a_table_and_counts_what_it_cuts():
+    assert format_rows(["count"], [(1600,)]) == "Ответ по данным магазина: 1600."
+    assert "ни одной строки" in format_rows(["city"], [])
+    table = format_rows(["city", "n"], [(f"город {i}", i) for i in range(12)])
+    assert "| city | n |" in table and "| город 9 | 9 |" in table and "город 10" not in table
+    assert "Показаны первые 10 строк из 12." in table
+    assert "больше 50" in format_rows(["n"], [(i,) for i in range(50)], truncated=True)
+
+
+# --- comparing results ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("got", "gold", "same"),
+    [
+        (1600, 1600, True),
+        (Decimal("1600.00"), 1600, True),
+        (1599, 1600, False),
+        (Decimal("559.91"), Decimal("559.9105812"), True),
+        (Decimal("560"), Decimal("559.9105812"), True),  # rounded to whole roubles
+        (Decimal("559.9"), Decimal("559.9105812"), True),
+        (Decimal("561"), Decimal("559.9105812"), False),
+        (559.9105812220566, Decimal("559.9105812220566319"), True),
+        (Decimal("1601"), Decimal("1600.4"), False),
+        (datetime.datetime(2025, 1, 1), datetime.date(2025, 1, 1), True),
+        (datetime.date(2025, 1, 2), datetime.date(2025, 1, 1), False),
+        ("Москва", "Москва", True),
+        ("москва", "Москва", False),
+        (None, None, True),
+        ("1600", 1600, False),
+    ],
+)
+def test_a_cell_matches_the_gold_cell(got, gold, same):
+    assert same_value(got, gold) is same
+
+
+def test_a_result_matches_in_any_row_order_with_extra_columns_but_not_with_missing_ones():
+    gold = [("Москва", 718), ("Санкт-Петербург", 316)]
+    assert same_result(gold, [(316, "Санкт-Петербург", 2), (718, "Москва", 1)])
+    assert same_result(gold, [(718, "Москва"), (316, "Санкт-Петербург")], ordered=True)
+    assert not same_result(gold, [("Санкт-Петербург", 316), ("Москва", 718)], ordered=True)
+    assert not same_result(gold, [("Москва",), ("Санкт-Петербург",)])
+    assert not same_result(gold, [("Москва", 718)])
+    assert not same_result(gold, [("Москва", 718), ("Санкт-Петербург", 316), ("Казань", 109)])
+    assert same_result([], [], gold_columns=1)
+
+
+def test_the_shops_questions_are_labelled_and_split():
+    questions = load_sql_questions()
+    assert len(questions) >= 40 and {q.kind for q in questions} == {"data"}
+    tune, report = load_sql_questions(split="tune"), load_sql_questions(split="report")
+    assert len(tune) + len(report) == len(questions) and abs(len(tune) - len(report)) <= 2
+    assert len({q.id for q in questions}) == len(questions)
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"id": "a", "question": "q", "split": "tune"}, "field 'gold_sql' must be a non-empty string"),
+        ({"id": "a", "question": "q", "split": "dev", "gold_sql": "SELECT 1"}, "field 'split' must be one of"),
+        ({"id": "a", "question": "q", "split": "tune", "gold_sql": "DELETE FROM orders"}, "gold_sql is not one SELECT"),
+        ({"id": "a", "question": "q", "split": "tune", "gold_sql": "SELECT 1", "ordered": "да"}, "'ordered' must be"),
+    ],
+)
+def test_a_bad_question_record_names_its_line(tmp_path, record, message):
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as refused:
+        load_sql_questions(path)
+    assert message in str(refused.value) and f"{path}:1" in str(refused.value)
+
+
+def test_a_repeated_question_id_is_refused(tmp_path):
+    record = json.dumps({"id": "a", "question": "q", "split": "tune", "gold_sql": "SELECT 1"})
+    path = tmp_path / "questions.jsonl"
+    path.write_text(record + "\n" + record + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=":2: duplicate id 'a'"):
+        load_sql_questions(path)
+
+
+@pytest.mark.parametrize(
+    ("query", "writes"),
+    [
+        ("DELETE FROM orders", True),
+        ("DROP TABLE orders", True),
+        ("SELECT 1; DROP TABLE orders", True),
+        ("WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d", True),
+        ("SELECT * INTO stolen FROM orders", True),
+        ("SELECT * FROM orders FOR UPDATE", False),  # a row lock: a read gone wrong, worth a retry
+        ("SELECT 1; SELECT 2", False),
+        ("EXPLAIN SELECT 1", False),
+        ("", False),
+    ],
+)
+def test_a_refusal_says_whether_the_sql_would_change_data(query, writes):
+    with pytest.raises(SqlRefused) as refused:
+        check_select(query)
+    assert refused.value.writes is writes
+
+
+def test_each_failed_attempt_is_quoted_in_the_next_prompt_so_it_grows():
+    from labkit.agent.sql.graph import sql_messages
+
+    first = sql_messages("CREATE TABLE orders (id integer);", "Сколько заказов?")
+    assert [m["role"] for m in first] == ["system", "user"] and "CREATE TABLE orders" in first[0]["content"]
+    assert first[1]["content"] == "Вопрос: Сколько заказов?"
+    failed = {"sql": "SELECT count(*) FROM users_data", "ok": False, "source": "Ошибка PostgreSQL",
+              "error": 'ERROR:  relation "users_data" does not exist'}
+    second = sql_messages("CREATE TABLE orders (id integer);", "Сколько заказов?", [failed])
+    third = sql_messages("CREATE TABLE orders (id integer);", "Сколько заказов?", [failed, {**failed, "sql": "SELECT 1/0"}])
+    assert "SELECT count(*) FROM users_data" in second[1]["content"] and "users_data\" does not exist" in second[1]["content"]
+    assert len(first[1]["content"]) < len(second[1]["content"]) < len(third[1]["content"])
+    assert second[0] == first[0], "the system prompt with the schema stays the same (the server's prompt cache reuses it)"
