@@ -52,6 +52,7 @@ from labkit.course.checks import (
 )
 from labkit.course.coursemap import course_map, course_map_markdown
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
+from labkit.evaluation.realvectors import REAL_LABEL, RealVectors, kb_chunks, real_vectors
 from labkit.evaluation.retrieval import (
     DepthResult,
     EvalReport,
@@ -67,23 +68,42 @@ from labkit.evaluation.retrieval import (
 )
 from labkit.evaluation.scale import (
     build_hnsw,
+    choose_setting,
     exact_search,
     filtered_search,
     hnsw_search,
     load_vectors,
-    make_queries,
-    make_vectors,
     plot_tradeoff,
-    run_bench,
+    sweep_builds,
     sweep_ef_search,
 )
+from labkit.evaluation.scalebench import run_bench
 from labkit.evaluation.significance import Interval, bootstrap_ci, compare_modes, paired_test, per_query_scores
+from labkit.evaluation.synthetic import (
+    REALISTIC,
+    SYNTHETIC,
+    Shape,
+    compare_structure,
+    fit_realistic,
+    make_queries,
+    make_realistic,
+    make_vectors,
+    misfit,
+    synthetic_set,
+)
 from labkit.evaluation.tool_choice import (
     AgentQuestion,
     choice_is_correct,
     evaluate_agent,
     evaluate_tool_choice,
     load_agent_questions,
+)
+from labkit.evaluation.vectorshape import (
+    Structure,
+    measure_structure,
+    neighbour_profile,
+    pca_dimension,
+    twonn_dimension,
 )
 from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import Reply, ask_model, split_thinking
@@ -175,7 +195,10 @@ __all__ = [
     "Interval", "bootstrap_ci", "paired_test", "per_query_scores", "compare_modes",
     # scale
     "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
-    "sweep_ef_search", "filtered_search", "plot_tradeoff", "run_bench",
+    "sweep_ef_search", "sweep_builds", "choose_setting", "filtered_search", "plot_tradeoff", "run_bench",
+    "make_realistic", "Shape", "REALISTIC", "SYNTHETIC", "synthetic_set", "compare_structure", "fit_realistic", "misfit",
+    "Structure", "measure_structure", "twonn_dimension", "pca_dimension", "neighbour_profile",
+    "REAL_LABEL", "RealVectors", "kb_chunks", "real_vectors",
     # agent
     "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
     "get_metrics", "search_articles", "tool_schema",

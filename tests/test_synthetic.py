@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from labkit.evaluation import synthetic as syn
+from labkit.evaluation.realvectors import real_vectors
 from labkit.evaluation.vectorshape import measure_structure
+from labkit.models.embedding import model_family
 
 MEASURES = ("twonn", "pca90", "d1", "d10", "d100", "mean", "contrast")
 
@@ -85,3 +87,15 @@ def test_fit_moves_towards_the_shape_that_made_the_target():
     fitted, after = syn.fit_realistic(rows, queries, documents, trials=40, start=start)
     assert after < 0.7 * before
     assert abs(np.log(fitted.noise / truth.noise)) < abs(np.log(start.noise / truth.noise))
+
+
+@pytest.mark.services
+def test_the_realistic_set_measures_like_the_lab_s_real_vectors(lab):
+    real = real_vectors(lab, documents=10)  # the knowledge base's first documents (12_scale's CI size), news, queries
+    assert real.chunks > 50 and len(real.rows) == real.chunks + 30 and len(real.queries) > 20
+    assert real.rows.shape[1] == real.queries.shape[1]
+    measured = syn.compare_structure(real.rows, real.queries)
+    assert measured["real"]["twonn"] < measured["noisy"]["twonn"] / 2  # text vectors: a low intrinsic dimension
+    if model_family(lab.embed_model) == "e5":  # REALISTIC was fitted to e5; another embedder has its own shape
+        realistic, noisy = (syn.misfit(measured[name], measured["real"]) for name in ("realistic", "noisy"))
+        assert realistic < 0.3 * noisy, (realistic, noisy)
