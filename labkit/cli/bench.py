@@ -23,9 +23,10 @@ from labkit.services.setup import setup
 __all__ = ["register", "run", "MAX_SIZE", "MAX_QUERIES", "memory_needed", "memory_problem"]
 
 MAX_SIZE = 5_000_000  # 384-d float32 vectors: about 8 GB in Postgres; more would not fit a laptop
-MAX_QUERIES = 1_000  # each query is searched exactly and at 6 ef_search values: more only takes longer
+MAX_QUERIES = 1_000  # each query is searched 3 times exactly and at every ef_search of every build: more only takes longer
 DIM = 384  # of the synthetic vectors (labkit.evaluation.synthetic)
-VECTOR_COPIES = 4  # float32 (size, DIM) arrays a generator holds at its peak (make_vectors: noise, centers, sum, normalised)
+VECTOR_COPIES = 4  # float32 (size, DIM) arrays a generator holds at its peak (make_vectors: noise, centers, sum,
+# normalised; make_realistic: walks, edits, noise, their product with the basis)
 
 
 def memory_needed(size: int, dim: int = DIM) -> int:

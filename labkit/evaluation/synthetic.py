@@ -6,11 +6,13 @@
   nearer than any other point.
 * ``realistic``: shaped like the lab's e5 vectors of knowledge-base chunks. Documents are points
   in a subspace whose variances fall off as a power law, so a few directions carry most of the
-  spread; a document's chunks follow one another as a short walk from it; every vector shares one common direction (e5's vectors fill a narrow cone, their
-  cosine similarities are all high), and a little noise covers all dimensions. Queries lie
-  around chunks too, but vaguer (nearer the centre, as a short question is) and shifted along
-  a direction of their own, as e5's «query: » texts are. ``REALISTIC`` holds the parameters ``fit_realistic`` found for
-  multilingual-e5-small (``labkit.evaluation.vectorshape`` measures both sets).
+  spread; a document's chunks follow one another as a short walk from it, and a few documents
+  are another version of the one before; every vector shares one common direction (e5's vectors
+  fill a narrow cone, their cosine similarities are all high), and noise covers all dimensions.
+  Queries lie around chunks too, but vaguer (nearer the centre, as a short question is) and
+  shifted along a direction of their own, as e5's «query: » texts are. ``REALISTIC`` holds the
+  parameters ``fit_realistic`` found for multilingual-e5-small; ``compare_structure`` measures
+  both sets beside the real vectors (``labkit.evaluation.vectorshape``).
 
 Everything is deterministic for a given (size, seed). Each generator gives rows, a topic per
 row (a 1 % ``rare`` topic for the filter lesson) and query vectors that are never rows.
@@ -156,7 +158,7 @@ def _chunks(shape: Shape, frame: _Frame, n: int, seed: int) -> tuple[np.ndarray,
     documents = -(-n // shape.doc_size)
     walks = _gauss(rng, (documents, shape.doc_size, shape.subspace)) * (shape.step * frame.scale)
     walks[:, 0] = _gauss(rng, (documents, shape.subspace)) * frame.scale  # the first chunk: the document's place
-    latent = np.cumsum(walks, axis=1)
+    latent = np.cumsum(walks, axis=1, out=walks)  # in place: at 100k rows every copy counts
     noise = _gauss(rng, (documents, shape.doc_size, shape.dim)) * (shape.noise / math.sqrt(shape.dim))
     edits = _gauss(rng, latent.shape) * (shape.edit * frame.scale)
     for doc in np.flatnonzero(rng.random(documents) < shape.versions):
@@ -170,7 +172,7 @@ def make_realistic(n: int, queries: int = 0, shape: Shape = REALISTIC, seed: int
     """`n` unit vectors shaped like e5's chunk vectors, a topic per row, and `queries` query vectors. Taught in 12_scale.
 
     Rows are the chunks of n / doc_size documents, in order; each query asks about a random chunk.
-    All float32: a peak of about three (n, dim) arrays.
+    All float32: a peak of about four (n, dim) arrays.
     """
     if n < 1 or queries < 0:
         raise ValueError(f"need n >= 1 and queries >= 0, got n={n}, queries={queries}")
