@@ -146,26 +146,27 @@ def sweep_ef_search(
 ) -> list[SweepPoint]:
     """Recall@k of HNSW against the exact scan, and both latencies, for each ef_search. Taught in 12_scale.
 
-    A query's latency is the fastest of `repeats` runs (what the search costs when nothing else
-    competes for the CPU); a setting's latency is the median over the queries.
+    A query's latency is the fastest of `repeats` runs, made in separate passes over all the queries
+    (what the search costs when nothing else competes for the CPU: a burst of other work seldom
+    covers every pass); a setting's latency is the median over the queries.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    truth, exact_ms = [], []
-    for query in queries:
-        runs = [exact_search(conn, query, top_k) for _ in range(repeats)]
-        truth.append(set(runs[0][0]))
-        exact_ms.append(min(ms for _, ms in runs))
+
+    def fastest(search: Any) -> tuple[list[list[int]], list[float]]:
+        passes = [[search(query) for query in queries] for _ in range(repeats)]  # each: (ids, ms) per query
+        return ([ids for ids, _ in passes[0]],
+                [min(run[number][1] for run in passes) for number in range(len(queries))])
+
+    found, exact_ms = fastest(lambda query: exact_search(conn, query, top_k))
+    truth = [set(ids) for ids in found]
     exact = statistics.median(exact_ms)
     for query in queries:  # warm-up: the index pages all queries touch into shared buffers
         hnsw_search(conn, query, top_k, max(ef_values))
     points = []
     for ef in ef_values:
-        recalls, latencies = [], []
-        for query, expected in zip(queries, truth):
-            runs = [hnsw_search(conn, query, top_k, ef) for _ in range(repeats)]
-            recalls.append(len(expected & set(runs[0][0])) / len(expected))
-            latencies.append(min(ms for _, ms in runs))
+        found, latencies = fastest(lambda query, ef=ef: hnsw_search(conn, query, top_k, ef))
+        recalls = [len(expected & set(ids)) / len(expected) for ids, expected in zip(found, truth)]
         points.append(SweepPoint(ef, statistics.fmean(recalls), statistics.median(latencies), exact))
     return points
 
