@@ -98,6 +98,7 @@ from labkit.evaluation.filtered_scan import CopyReport, ScanResult, copy_vectors
 from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
 from labkit.evaluation.leakage import Supplied, supplied_words
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
+from labkit.evaluation.realvectors import REAL_LABEL, RealVectors, kb_chunks, real_vectors
 from labkit.evaluation.retrieval import (
     DepthResult,
     EvalReport,
@@ -113,16 +114,16 @@ from labkit.evaluation.retrieval import (
 )
 from labkit.evaluation.scale import (
     build_hnsw,
+    choose_setting,
     exact_search,
     filtered_search,
     hnsw_search,
     load_vectors,
-    make_queries,
-    make_vectors,
     plot_tradeoff,
-    run_bench,
+    sweep_builds,
     sweep_ef_search,
 )
+from labkit.evaluation.scalebench import run_bench
 from labkit.evaluation.significance import (
     Interval,
     QueriesNeeded,
@@ -143,12 +144,31 @@ from labkit.evaluation.sql_accuracy import (
     same_result,
     sql_accuracy,
 )
+from labkit.evaluation.synthetic import (
+    REALISTIC,
+    SYNTHETIC,
+    Shape,
+    compare_structure,
+    fit_realistic,
+    make_queries,
+    make_realistic,
+    make_vectors,
+    misfit,
+    synthetic_set,
+)
 from labkit.evaluation.tool_choice import (
     AgentQuestion,
     choice_is_correct,
     evaluate_agent,
     evaluate_tool_choice,
     load_agent_questions,
+)
+from labkit.evaluation.vectorshape import (
+    Structure,
+    measure_structure,
+    neighbour_profile,
+    pca_dimension,
+    twonn_dimension,
 )
 from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import Reply, ask_model, split_thinking
@@ -310,7 +330,10 @@ __all__ = [
     "Scores", "Standing", "score_pipeline", "scores_of", "leaderboard",
     # scale
     "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
-    "sweep_ef_search", "filtered_search", "plot_tradeoff", "run_bench",
+    "sweep_ef_search", "sweep_builds", "choose_setting", "filtered_search", "plot_tradeoff", "run_bench",
+    "make_realistic", "Shape", "REALISTIC", "SYNTHETIC", "synthetic_set", "compare_structure", "fit_realistic", "misfit",
+    "Structure", "measure_structure", "twonn_dimension", "pca_dimension", "neighbour_profile",
+    "REAL_LABEL", "RealVectors", "kb_chunks", "real_vectors",
     # agent
     "DEFAULT_TOOLS", "Company", "Tone", "Topic", "ToolResult", "call_tool", "format_result",
     "get_metrics", "search_articles", "tool_schema",

@@ -1,4 +1,4 @@
-"""HNSW vs exact scan and iterative scans on a small deterministic synthetic set (real Postgres)."""
+"""HNSW vs exact scan, its parameters and iterative scans on small deterministic sets (real Postgres)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from labkit.cli import main as cli_main
-from labkit.evaluation import scale
+from labkit.evaluation import scale, synthetic
+from labkit.evaluation.scalebench import REAL_BUILDS
 
 SIZE = 3000  # 1 % rare topic = ~30 rows: well above LIMIT 10, far below what ef_search=40 can surface
 QUERIES = 20
@@ -18,19 +19,34 @@ QUERIES = 20
 def loaded(settings):
     from labkit.store.connection import connect
 
-    vectors, topics = scale.make_vectors(SIZE, seed=7)
+    vectors, topics = synthetic.make_vectors(SIZE, seed=7)
     with connect(settings) as conn:
         scale.load_vectors(conn, vectors, topics)
         scale.build_hnsw(conn, m=16, ef_construction=64, maintenance_work_mem="256MB")
-        yield conn, vectors, topics, scale.make_queries(QUERIES, seed=7)
+        yield conn, vectors, topics, synthetic.make_queries(QUERIES, seed=7)
 
 
 def test_data_is_deterministic():
-    a, ta = scale.make_vectors(500, seed=3)
-    b, tb = scale.make_vectors(500, seed=3)
+    a, ta = synthetic.make_vectors(500, seed=3)
+    b, tb = synthetic.make_vectors(500, seed=3)
     assert np.array_equal(a, b) and ta == tb
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
-    assert not np.array_equal(a, scale.make_vectors(500, seed=4)[0])
+    assert not np.array_equal(a, synthetic.make_vectors(500, seed=4)[0])
+
+
+def _point(ef: int, recall: float, hnsw_ms: float, exact_ms: float = 100.0) -> scale.SweepPoint:
+    return scale.SweepPoint(ef, recall, hnsw_ms, exact_ms)
+
+
+def test_choose_setting_takes_the_fastest_that_reaches_both_targets():
+    small = scale.BuildResult(8, 32, 1.0, [_point(40, 0.95, 2.0), _point(200, 0.985, 5.0)])
+    large = scale.BuildResult(32, 128, 4.0, [_point(40, 0.992, 4.0), _point(80, 0.999, 8.0), _point(400, 1.0, 20.0)])
+    chosen = scale.choose_setting([small, large], 0.99, 10)
+    assert chosen is not None and chosen.meets
+    assert (chosen.build.m, chosen.point.ef_search) == (32, 40)  # 25x beats 12.5x; ef 400 is only 5x
+    short = scale.choose_setting([small], 0.99, 10)
+    assert short is not None and not short.meets and short.point.ef_search == 200  # best recall at >= 10x
+    assert scale.choose_setting([small], 0.99, 100) is None  # nothing that fast
 
 
 @pytest.mark.services
@@ -50,6 +66,27 @@ def test_recall_grows_with_ef_search(loaded):
     low, high = points
     assert high.recall >= low.recall
     assert high.recall >= 0.95
+
+
+@pytest.mark.services
+def test_searches_are_planned_under_their_own_settings(loaded):
+    """Many exact scans first (psycopg prepares a statement run five times), then the index must still be used:
+    ef_search = 1 hands over a single row, which only the index does."""
+    conn, _, _, queries = loaded
+    for query in queries:
+        scale.exact_search(conn, query, 10)
+    assert [len(scale.hnsw_search(conn, query, 10, ef_search=1)[0]) for query in queries[:3]] == [1, 1, 1]
+    assert len(scale.exact_search(conn, queries[0], 10)[0]) == 10
+
+
+@pytest.mark.services
+def test_sweep_builds_rebuilds_for_each_setting(loaded):
+    conn, _, _, queries = loaded
+    results = scale.sweep_builds(conn, queries[:5], [(4, 8), (16, 64)], (10, 80), maintenance_work_mem="256MB")
+    assert [(b.m, b.ef_construction) for b in results] == [(4, 8), (16, 64)]
+    assert all(b.build_s > 0 and [p.ef_search for p in b.points] == [10, 80] for b in results)
+    index = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'scale_vectors_hnsw'").fetchone()[0]
+    assert "m='16'" in index.replace(" ", "") and "ef_construction='64'" in index.replace(" ", "")
 
 
 @pytest.mark.services
@@ -77,13 +114,33 @@ def test_hnsw_plan_uses_the_index(loaded):
 
 @pytest.mark.services
 def test_bench_prints_json(settings, capsys):
-    assert cli_main(["bench", "--size", "1000", "--queries", "5", "--json"]) == 0
+    assert cli_main(["bench", "--size", "1000", "--queries", "5", "--builds", "8:32,16:64", "--kb-documents", "10",
+                     "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert [p["ef_search"] for p in result["ef_search"]] == list(scale.EF_SEARCH_VALUES)
-    assert result["filtered"]["rows_with_relaxed_order"] == 10
+    assert [p["ef_search"] for p in result["ef_search"]] == list(scale.EF_SEARCH_VALUES)  # the keys of earlier benches
+    assert result["data"] == "noisy" and result["filtered"]["rows_with_relaxed_order"] == 10
+    assert list(result["sets"]) == list(synthetic.SYNTHETIC)
+    for entry in result["sets"].values():
+        assert [(b["m"], b["ef_construction"]) for b in entry["builds"]] == [(8, 32), (16, 64)]
+        assert all(p["speedup"] == pytest.approx(p["exact_ms"] / p["hnsw_ms"]) for b in entry["builds"]
+                   for p in b["ef_search"])
+    assert list(result["structure"]) == ["real", *synthetic.SYNTHETIC]
+    real = result["structure"]["real"]
+    assert real["rows"] > 100 and 1 < real["twonn"] < 384 and real["query_d1"] > 0
+    assert [(b["m"], b["ef_construction"]) for b in result["real"]["builds"]] == [tuple(p) for p in REAL_BUILDS]
     assert "sql_over_python" in result["hybrid_latency"], result["hybrid_latency"]
 
 
-def test_bench_refuses_bad_size():
+@pytest.mark.services
+def test_bench_prints_ratios(settings, capsys):
+    assert cli_main(["bench", "--size", "500", "--queries", "3", "--data", "realistic", "--builds", "4:16",
+                     "--kb-documents", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "realistic: 500 vectors" in out and "speed-up" in out and "structure" not in out
+
+
+@pytest.mark.parametrize("argv", [["--size", "5"], ["--data", "uniform"], ["--builds", "16:8"], ["--builds", "16"],
+                                  ["--kb-documents", "-1"], ["--kb-documents", "1"]])
+def test_bench_refuses_bad_arguments(argv):
     with pytest.raises(SystemExit):
-        cli_main(["bench", "--size", "5"])
+        cli_main(["bench", *argv])

@@ -1,30 +1,32 @@
-"""pgvector at scale: synthetic clustered vectors, exact scan vs HNSW, filtered search (taught in 12_scale).
+"""pgvector at scale: exact scan vs HNSW, its build and search parameters, filtered search (taught in 12_scale).
 
-Everything is deterministic for a given (size, dim, seed): numpy's seeded generator
-makes the vectors, their ``topic`` and the query vectors. Vectors live in their own
-table ``scale_vectors`` (never the lab corpus' tables), loaded with binary COPY.
+Vectors (synthetic ones from ``labkit.evaluation.synthetic``, or real ones) live in their own
+table ``scale_vectors`` (never the lab corpus' tables), loaded with binary COPY; each row has a
+``topic`` for the filter lesson.
 Settings that change plans (``enable_seqscan``, ``hnsw.ef_search``,
 ``hnsw.iterative_scan``, ``maintenance_work_mem``) are set with
-``set_config(..., true)``, i.e. ``SET LOCAL``: they end with the transaction.
+``set_config(..., true)``, i.e. ``SET LOCAL``: they end with the transaction. The searches
+are never prepared: psycopg prepares a statement run five times, and a prepared plan made
+with the index switched off would go on scanning the table when the index is switched on.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
-if TYPE_CHECKING:
-    from labkit.core.context import Lab
+from labkit.evaluation.synthetic import RARE_TOPIC, make_queries, make_vectors
 
 __all__ = [
     "SCALE_TABLE",
     "EF_SEARCH_VALUES",
+    "BUILD_SETTINGS",
     "RARE_TOPIC",
     "make_vectors",
     "make_queries",
@@ -34,51 +36,18 @@ __all__ = [
     "hnsw_search",
     "SweepPoint",
     "sweep_ef_search",
+    "BuildResult",
+    "sweep_builds",
+    "Choice",
+    "choose_setting",
     "filtered_search",
     "plot_tradeoff",
-    "BUILD_SETTINGS",
-    "run_bench",
 ]
 
 SCALE_TABLE = "scale_vectors"
-EF_SEARCH_VALUES = (10, 20, 40, 80, 200, 400)
-RARE_TOPIC = "rare"  # 1 % of the rows: a selective filter
-TOPICS = ("rare", "common_a", "common_b", "common_c")
-TOPIC_SHARES = (0.01, 0.33, 0.33, 0.33)
+EF_SEARCH_VALUES = (10, 20, 40, 80, 120, 160, 200, 400)
+BUILD_SETTINGS = ((8, 32), (16, 64), (32, 128))  # (m, ef_construction): pgvector's default in the middle
 _TABLE = sql.Identifier(SCALE_TABLE)
-
-
-def _clustered(rng: np.random.Generator, n: int, centers: np.ndarray, spread: float) -> np.ndarray:
-    """n unit vectors scattered around randomly chosen cluster centers."""
-    picks = rng.integers(0, len(centers), size=n)
-    noise = rng.standard_normal((n, centers.shape[1]), dtype=np.float32) * (spread / np.sqrt(centers.shape[1]))
-    points = centers[picks] + noise
-    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
-
-
-def _centers(seed: int, dim: int, clusters: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((clusters, dim), dtype=np.float32)
-    return centers / np.linalg.norm(centers, axis=1, keepdims=True)
-
-
-def make_vectors(
-    n: int, dim: int = 384, clusters: int = 100, spread: float = 2.5, seed: int = 0
-) -> tuple[np.ndarray, list[str]]:
-    """`n` clustered unit vectors (float32, shape (n, dim)) and a topic per row. Taught in 12_scale."""
-    if n < 1 or dim < 1:
-        raise ValueError(f"need n >= 1 and dim >= 1, got n={n}, dim={dim}")
-    rng = np.random.default_rng([seed, 1])
-    vectors = _clustered(rng, n, _centers(seed, dim, clusters), spread)
-    topics = rng.choice(len(TOPICS), size=n, p=TOPIC_SHARES)
-    return vectors, [TOPICS[t] for t in topics]
-
-
-def make_queries(
-    count: int, dim: int = 384, clusters: int = 100, spread: float = 2.5, seed: int = 0
-) -> np.ndarray:
-    """`count` query vectors from the same clusters, never rows of the table. Taught in 12_scale."""
-    return _clustered(np.random.default_rng([seed, 2]), count, _centers(seed, dim, clusters), spread)
 
 
 def load_vectors(conn: psycopg.Connection[Any], vectors: np.ndarray, topics: Sequence[str]) -> float:
@@ -113,7 +82,7 @@ _KNN = sql.SQL("SELECT id FROM {} ORDER BY embedding <=> %(q)s LIMIT %(limit)s")
 
 def _timed_ids(conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any]) -> tuple[list[int], float]:
     start = time.perf_counter()
-    rows = conn.execute(statement, params).fetchall()
+    rows = conn.execute(statement, params, prepare=False).fetchall()  # planned under this transaction's settings
     return [row[0] for row in rows], (time.perf_counter() - start) * 1000.0
 
 
@@ -173,25 +142,86 @@ def sweep_ef_search(
     queries: np.ndarray,
     ef_values: Sequence[int] = EF_SEARCH_VALUES,
     top_k: int = 10,
+    repeats: int = 3,
 ) -> list[SweepPoint]:
-    """Recall@k of HNSW against the exact scan, and both latencies, for each ef_search. Taught in 12_scale."""
-    truth, exact_ms = [], []
-    for query in queries:
-        found, ms = exact_search(conn, query, top_k)
-        truth.append(set(found))
-        exact_ms.append(ms)
+    """Recall@k of HNSW against the exact scan, and both latencies, for each ef_search. Taught in 12_scale.
+
+    A query's latency is the fastest of `repeats` runs, made in separate passes over all the queries
+    (what the search costs when nothing else competes for the CPU: a burst of other work seldom
+    covers every pass); a setting's latency is the median over the queries.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+
+    def fastest(search: Any) -> tuple[list[list[int]], list[float]]:
+        passes = [[search(query) for query in queries] for _ in range(repeats)]  # each: (ids, ms) per query
+        return ([ids for ids, _ in passes[0]],
+                [min(run[number][1] for run in passes) for number in range(len(queries))])
+
+    found, exact_ms = fastest(lambda query: exact_search(conn, query, top_k))
+    truth = [set(ids) for ids in found]
     exact = statistics.median(exact_ms)
     for query in queries:  # warm-up: the index pages all queries touch into shared buffers
         hnsw_search(conn, query, top_k, max(ef_values))
     points = []
     for ef in ef_values:
-        recalls, latencies = [], []
-        for query, expected in zip(queries, truth):
-            found, ms = hnsw_search(conn, query, top_k, ef)
-            recalls.append(len(expected & set(found)) / len(expected))
-            latencies.append(ms)
+        found, latencies = fastest(lambda query, ef=ef: hnsw_search(conn, query, top_k, ef))
+        recalls = [len(expected & set(ids)) / len(expected) for ids, expected in zip(found, truth)]
         points.append(SweepPoint(ef, statistics.fmean(recalls), statistics.median(latencies), exact))
     return points
+
+
+class BuildResult(NamedTuple):
+    """One HNSW build: its (m, ef_construction), seconds to build, and the ef_search sweep on it."""
+
+    m: int
+    ef_construction: int
+    build_s: float
+    points: list[SweepPoint]
+
+
+def sweep_builds(
+    conn: psycopg.Connection[Any],
+    queries: np.ndarray,
+    builds: Sequence[tuple[int, int]] = BUILD_SETTINGS,
+    ef_values: Sequence[int] = EF_SEARCH_VALUES,
+    top_k: int = 10,
+    maintenance_work_mem: str = "1GB",
+    repeats: int = 3,
+) -> list[BuildResult]:
+    """Build the index with each (m, ef_construction) in turn and sweep ef_search on it. Taught in 12_scale.
+
+    The last build stays in place.
+    """
+    results = []
+    for m, ef_construction in builds:
+        seconds = build_hnsw(conn, m, ef_construction, maintenance_work_mem)
+        points = sweep_ef_search(conn, queries, ef_values, top_k, repeats)
+        results.append(BuildResult(m, ef_construction, seconds, points))
+    return results
+
+
+class Choice(NamedTuple):
+    """The parameters ``choose_setting`` picked, and whether they reach both targets."""
+
+    build: BuildResult
+    point: SweepPoint
+    meets: bool
+
+
+def choose_setting(results: Sequence[BuildResult], min_recall: float = 0.99, min_speedup: float = 10.0) -> Choice | None:
+    """The fastest (m, ef_construction, ef_search) with recall >= `min_recall` at a speed-up >= `min_speedup`;
+    when none reaches that recall, the best recall at that speed-up (``meets`` False); None when no setting is
+    that fast. Taught in 12_scale."""
+    fast = [(build, point) for build in results for point in build.points if point.speedup >= min_speedup]
+    if not fast:
+        return None
+    good = [(b, p) for b, p in fast if p.recall >= min_recall]
+    if good:
+        build, point = max(good, key=lambda pair: pair[1].speedup)
+        return Choice(build, point, True)
+    build, point = max(fast, key=lambda pair: (pair[1].recall, pair[1].speedup))
+    return Choice(build, point, False)
 
 
 _FILTERED = sql.SQL(
@@ -228,59 +258,80 @@ def filtered_search(
             hnsw__ef_search=str(ef_search),
             hnsw__iterative_scan="relaxed_order" if iterative else "off",
         )
-        return [row[0] for row in conn.execute(_FILTERED, {"q": query, "topic": topic, "limit": top_k}).fetchall()]
+        params = {"q": query, "topic": topic, "limit": top_k}
+        return [row[0] for row in conn.execute(_FILTERED, params, prepare=False).fetchall()]
 
 
-def plot_tradeoff(points: Sequence[SweepPoint], ax: Any = None) -> Any:
-    """Recall@k against HNSW milliseconds, one labelled dot per ef_search. Taught in 12_scale."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([p.hnsw_ms for p in points], [p.recall for p in points], marker="o")
-    for p in points:
-        ax.annotate(f"ef={p.ef_search}", (p.hnsw_ms, p.recall), textcoords="offset points", xytext=(4, -10))
-    if points:
-        ax.axvline(points[0].exact_ms, linestyle="--", color="grey", label="exact scan")
-    ax.set_xscale("log")
-    ax.set_xlabel("ms per query (median)")
-    ax.set_ylabel("recall@10")
-    ax.legend()
-    return ax
+# Where a point's label may go, in points from the dot: right, left, above, below, then farther out.
+_LABEL_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11), (0, 9), (0, -16), (12, 12), (12, -20), (-12, 12), (-12, -20),
+                  (-16, -28), (16, -28), (0, -30))
 
 
-BUILD_SETTINGS = ((8, 32), (16, 64))  # (m, ef_construction) the bench builds; the last one stays for the sweep
+def _along(points: np.ndarray, step: float = 4.0) -> list[np.ndarray]:
+    """Points every `step` pixels along a polyline given in pixels: a label must not cross the curve either."""
+    found = [points[0]] if len(points) else []
+    for start, end in zip(points[:-1], points[1:]):
+        count = max(1, int(np.hypot(*(end - start)) // step))
+        found += [start + (end - start) * i / count for i in range(1, count + 1)]
+    return found
 
 
-def run_bench(lab: Lab, size: int, queries: int = 50, seed: int = 0, top_k: int = 10) -> dict[str, Any]:
-    """Every measurement of ``./run.sh bench`` on the lab's database, as plain data. Taught in 12_scale.
+def _label_points(ax: Any, xs: Sequence[float], ys: Sequence[float], texts: Sequence[str], color: Any) -> None:
+    """Write each text beside its point where it overlaps no label, legend, marker or axis edge already
+    drawn; a text with no free place is left out (its point is still on the curve and in the table)."""
+    renderer = ax.figure.canvas.get_renderer()
+    taken = [text.get_window_extent(renderer).expanded(1.05, 1.1) for text in ax.texts]
+    if ax.get_legend() is not None:
+        taken.append(ax.get_legend().get_window_extent(renderer))
+    frame = ax.get_window_extent(renderer)
+    dots = [dot for line in ax.lines if line.get_gid() != "guide" for dot in _along(ax.transData.transform(line.get_xydata()))]
+    for x, y, text in zip(xs, ys, texts):
+        for dx, dy in _LABEL_OFFSETS:
+            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8, color=color,
+                                ha="left" if dx > 0 else "right" if dx < 0 else "center")
+            box = label.get_window_extent(renderer)
+            inside = frame.x0 + 2 <= box.x0 and box.x1 <= frame.x1 - 2 and frame.y0 + 2 <= box.y0 and box.y1 <= frame.y1 - 2
+            covers_dot = any(box.x0 - 2 <= px <= box.x1 + 2 and box.y0 - 2 <= py <= box.y1 + 2 for px, py in dots)
+            if inside and not covers_dot and not any(box.overlaps(other) for other in taken):
+                taken.append(box.expanded(1.05, 1.1))
+                break
+            label.remove()
 
-    Ratios measured in one run, not absolute goals: HNSW builds, an ef_search sweep against
-    the exact scan, rows a selective filter returns with and without iterative scans, and
-    the single-SQL hybrid against the Python hybrid on the lab corpus.
+
+def plot_tradeoff(curves: Mapping[str, Sequence[SweepPoint]] | Sequence[SweepPoint], ax: Any = None,
+                  target: float | None = None, title: str | None = None) -> Any:
+    """Recall@k against HNSW milliseconds: a curve per build (a mapping label -> points, or one curve),
+    each dot labelled with its ef_search where the label overlaps nothing, the exact scan as a dashed
+    line, a `target` recall as a dotted one. Taught in 12_scale.
+
+    The labels are placed last, after the figure is drawn once (and laid out, when it has a layout
+    engine): give the figure its titles and other axes before, not after.
     """
-    from labkit.core.corpus import read_queries
-    from labkit.evaluation.retrieval import compare_hybrid_latency
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    conn = lab.conn
-    vectors, topics = make_vectors(size, seed=seed)
-    probes = make_queries(queries, seed=seed)
-    result: dict[str, Any] = {"size": size, "dim": int(vectors.shape[1]), "queries": queries, "k": top_k}
-    result["load_s"] = load_vectors(conn, vectors, topics)
-    result["build_s"] = {f"m={m},ef_construction={ef}": build_hnsw(conn, m, ef) for m, ef in BUILD_SETTINGS}
-    result["ef_search"] = [
-        {"ef_search": p.ef_search, "recall": p.recall, "hnsw_ms": p.hnsw_ms, "exact_ms": p.exact_ms, "speedup": p.speedup}
-        for p in sweep_ef_search(conn, probes, top_k=top_k)
-    ]
-    result["filtered"] = {
-        "topic": RARE_TOPIC,
-        "limit": top_k,
-        "rows_without_iterative": statistics.fmean(len(filtered_search(conn, q, top_k=top_k)) for q in probes),
-        "rows_with_relaxed_order": statistics.fmean(
-            len(filtered_search(conn, q, top_k=top_k, iterative=True)) for q in probes
-        ),
-    }
-    report = compare_hybrid_latency(lab, [q.query for q in read_queries(lab.corpus.queries)], repeats=5)
-    result["hybrid_latency"] = {"python_ms": report.python_ms, "sql_ms": report.sql_ms,
-                                "sql_over_python": report.ratio, "runs": report.runs}
-    return result
+    if not isinstance(curves, Mapping):
+        curves = {"HNSW": curves}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    lines = {name: ax.plot([p.hnsw_ms for p in points], [p.recall for p in points], marker="o", label=name)[0]
+             for name, points in curves.items()}
+    exact = [points[0].exact_ms for points in curves.values() if points]
+    if exact:
+        ax.axvline(statistics.median(exact), linestyle="--", color="grey", label="точный перебор", gid="guide")
+    if target is not None:
+        ax.axhline(target, linestyle=":", color="black", label=f"цель: {target:g}", gid="guide")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 0.2, 0.5, 1, 2, 5: never crowded
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("мс на запрос (медиана), логарифмическая шкала")
+    ax.set_ylabel("Recall@k относительно точного перебора")
+    if title is not None:
+        ax.set_title(title, fontsize=10)
+    ax.legend(loc="best", fontsize=8)
+    ax.figure.canvas.draw()  # places the axes and the legend, so the labels can be measured against them
+    for name, points in curves.items():
+        _label_points(ax, [p.hnsw_ms for p in points], [p.recall for p in points],
+                      [str(p.ef_search) for p in points], lines[name].get_color())
+    return ax
