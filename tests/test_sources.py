@@ -13,11 +13,7 @@ from labkit.course.sources import ARTICLES, SOURCE_ARTICLE, SOURCE_NAME, SOURCE_
 
 # Other names it went by, and a place no clone has.
 OTHER_NAMES = re.compile(r"стать\w*-(?:источник|основ)\w*|общ\w+ папк\w+ курса", re.IGNORECASE)
-# Notebooks other changes are rewriting now (the exercises, the agent, scale): they adopt the citation when they land.
-ELSEWHERE = {"notebooks/06_agent.ipynb", "notebooks/12_scale.ipynb", "notebooks/07_task_weighted_rrf.ipynb", "notebooks/08_task_models.ipynb",
-             "notebooks/09_task_entity_tool.ipynb", "solutions/07_task_weighted_rrf.ipynb",
-             "solutions/08_task_models.ipynb", "solutions/09_task_entity_tool.ipynb"}
-CHECKED = [path for path in NOTEBOOKS if notebook_id(path) not in ELSEWHERE]
+CHECKED = NOTEBOOKS
 
 
 def _markdown(path: Path) -> str:
