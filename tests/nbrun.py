@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import psutil
@@ -34,7 +35,7 @@ def notebook_id(path: Path) -> str:
 
 
 def labkit_meta(nb: nbformat.NotebookNode) -> dict:
-    """The notebook's ``metadata.labkit`` (timeout, ci_parameters)."""
+    """The notebook's ``metadata.labkit`` (timeout, ci_parameters, foreign_parameters)."""
     return dict(nb.metadata.get("labkit", {}))
 
 
@@ -106,8 +107,18 @@ def _database_sessions() -> str:
     return "\n".join(" | ".join(str(v) for v in row) for row in rows) or "(none)"
 
 
-def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> nbformat.NotebookNode:
-    """Run `path` with papermill into `output` (kernel environment `env`, default: ours); fail the test on any error."""
+def parameters(meta: Mapping[str, Any], overlay: str | None = None) -> dict[str, Any]:
+    """The papermill parameters of a CI run: ``ci_parameters``, with the metadata key `overlay` (if any) on top."""
+    return {**meta.get("ci_parameters", {}), **(meta.get(overlay, {}) if overlay else {})}
+
+
+def execute(path: Path, output: Path, env: Mapping[str, str] | None = None,
+            overlay: str | None = None) -> nbformat.NotebookNode:
+    """Run `path` with papermill into `output` (kernel environment `env`, default: ours); fail the test on any error.
+
+    `overlay` names a metadata key whose parameters go over ``ci_parameters`` (``foreign_parameters``
+    for the foreign stack, where some sizes cost far more).
+    """
     nb = nbformat.read(path, as_version=4)
     meta = labkit_meta(nb)
     timeout = int(meta.get("timeout", DEFAULT_TIMEOUT))
@@ -116,7 +127,7 @@ def execute(path: Path, output: Path, env: Mapping[str, str] | None = None) -> n
     command = [
         sys.executable, "-m", "labkit.course.nbengine", str(path), str(output),  # papermill, with sliced waits
         "--kernel", KERNEL, "--cwd", str(path.parent),
-        "--parameters_yaml", json.dumps(meta.get("ci_parameters", {})),
+        "--parameters_yaml", json.dumps(parameters(meta, overlay)),
         "--execution-timeout", str(timeout), "--no-progress-bar",
     ]  # fmt: skip
     # Own process group, so a timeout kills papermill AND its kernel.
@@ -149,10 +160,12 @@ class Runs:
     made for kernels running at once (test_chaos.py); the model server queues their requests.
     """
 
-    def __init__(self, build: Path, notebooks: list[Path], env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, build: Path, notebooks: list[Path], env: Mapping[str, str] | None = None,
+                 overlay: str | None = None) -> None:
         self.build = build
         self.notebooks = list(notebooks)
         self.env = env
+        self.overlay = overlay
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notebook")
         self._runs: dict[Path, Future] = {}
         self._lock = threading.Lock()
@@ -166,7 +179,7 @@ class Runs:
         with self._lock:
             for path in sorted(set(paths), key=lambda p: (p.name != LONGEST, p)):
                 if path not in self._runs:
-                    self._runs[path] = self._pool.submit(execute, path, self.output(path), self.env)
+                    self._runs[path] = self._pool.submit(execute, path, self.output(path), self.env, self.overlay)
 
     def result(self, path: Path) -> nbformat.NotebookNode:
         """The executed notebook `path` (run now if no one started it); a failed run raises its failure here."""
@@ -196,13 +209,14 @@ def selected_paths(request: pytest.FixtureRequest, fixture: str) -> set[Path]:
 
 @contextlib.contextmanager
 def executions(request: pytest.FixtureRequest, fixture: str, build: Path,
-               env: Mapping[str, str] | None = None) -> Iterator[Runs]:
+               env: Mapping[str, str] | None = None, notebooks: list[Path] | None = None,
+               overlay: str | None = None) -> Iterator[Runs]:
     """For a fixture named `fixture`: ``Runs`` into `build`, the selected tests' notebooks started at once.
 
     Each test then waits for its own notebook (``runs.result(path)``); when the fixture ends,
     runs still under way are waited for.
     """
-    runs = Runs(build, NOTEBOOKS, env)
+    runs = Runs(build, NOTEBOOKS if notebooks is None else notebooks, env, overlay)
     try:
         runs.submit(selected_paths(request, fixture))
         yield runs
