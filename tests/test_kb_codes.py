@@ -179,7 +179,9 @@ def test_a_selective_filter_on_a_larger_copy_needs_an_iterative_index_scan(kb):
     assert any("Index Scan using kb_chunks_vec_copies_hnsw" in line for line in plain.plan)
     assert any("Filter: (doc = " in line for line in plain.plan)
     assert len(plain.ids) < 10 and len(walked.ids) == 10 and len(stopped.ids) < 10
-    assert len(set(walked.ids) & set(exact.ids)) >= 8, "relaxed order finds (nearly) the exact rows"
+    per_copy = copied.rows // 10  # copy ids run round by round: (id - 1) % per_copy is the chunk it copies
+    chunks = [{(i - 1) % per_copy for i in found.ids} for found in (walked, exact)]
+    assert chunks[0] == chunks[1], "relaxed order finds copies of the exact rows' chunks (near-equal copies may swap)"
     with pytest.raises(ValueError, match="iterative must be one of"):
         lk.filtered_scan(kb, copied.table, query, 44, iterative="on")
     with pytest.raises(ValueError, match="use must be one of"):

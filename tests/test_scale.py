@@ -114,7 +114,7 @@ def test_hnsw_plan_uses_the_index(loaded):
 
 @pytest.mark.services
 def test_bench_prints_json(settings, capsys):
-    assert cli_main(["bench", "--size", "1000", "--queries", "5", "--builds", "8:32,16:64", "--kb-documents", "10",
+    assert cli_main(["bench", "--size", "1000", "--queries", "5", "--builds", "8:32,16:64", "--kb-documents", "16",
                      "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [p["ef_search"] for p in result["ef_search"]] == list(scale.EF_SEARCH_VALUES)  # the keys of earlier benches

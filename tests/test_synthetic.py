@@ -91,7 +91,7 @@ def test_fit_moves_towards_the_shape_that_made_the_target():
 
 @pytest.mark.services
 def test_the_realistic_set_measures_like_the_lab_s_real_vectors(lab):
-    real = real_vectors(lab, documents=10)  # the knowledge base's first documents (12_scale's CI size), news, queries
+    real = real_vectors(lab, documents=16)  # the knowledge base's first documents (12_scale's CI size), news, queries
     assert real.chunks > 50 and len(real.rows) == real.chunks + 30 and len(real.queries) > 20
     assert real.rows.shape[1] == real.queries.shape[1]
     measured = syn.compare_structure(real.rows, real.queries)

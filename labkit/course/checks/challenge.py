@@ -42,7 +42,7 @@ CHALLENGE_TOP_K = TOP_K  # under the name labkit exports
 # The default certificate threshold on mean Recall@3 over the hidden queries. On the report split the course's plain
 # hybrid stays below it and the pipelines of 11_beyond_rrf reach it (31_challenge prints both); an instructor whose
 # hidden queries are harder or easier sets their own with `./run.sh grade DIR --hidden FILE --certificate R`.
-CERTIFICATE_RECALL = 0.95
+CERTIFICATE_RECALL = 0.94
 COURSE = "«Гибридный поиск и агент внутри PostgreSQL»"
 BASELINE = "hybrid"  # the course's plain hybrid (04_rrf): the starter's PIPELINE and the leaderboard's reference row
 
