@@ -207,8 +207,8 @@ def off_topic_answer(queries: Sequence[str], results: Sequence[str]) -> str:
     would be faithful to the results and still wrong. Taught in 06_agent.
     """
     asked = ", ".join(f"«{query}»" for query in dict.fromkeys(queries))
+    said = f"Новостей об этом в базе нет: слов запроса {asked} нет ни в одной новости."
     nearest = extractive_answer(results)
     if nearest == extractive_answer([]):
-        return f"Новостей об этом в базе нет: слов запроса {asked} нет ни в одной новости."
-    return (f"Новостей об этом в базе нет: слов запроса {asked} нет ни в одной новости. "
-            f"Ближайшие по смыслу, но не об этом: {nearest[0].lower()}{nearest[1:]}")
+        return said
+    return f"{said} Ближайшие по смыслу, но не об этом: {nearest[0].lower()}{nearest[1:]}"

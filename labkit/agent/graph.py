@@ -189,6 +189,13 @@ def _row(node: str, seconds: float, *, tool: str = "", arguments: Any = None, ok
             "seconds": round(seconds, 3), "prompt_tokens": prompt_tokens, "eval_tokens": eval_tokens}
 
 
+def _unretold(state: AgentState, answer: str) -> dict[str, Any]:
+    """The finalizer's update for an answer the model did not write (a count, nothing found, an off-topic search)."""
+    row = _row("finalizer", 0.0, preview=answer)
+    return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
+            "trace": [*state["trace"], row], "retelling_ok": None}
+
+
 def estimate_tokens(item: Any) -> int:
     """A generous token count of a message, a tool schema or text: ``CHARS_PER_TOKEN`` characters per token."""
     text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False, default=str)
@@ -336,17 +343,11 @@ class Agent:
         results, question = state["results"], state["question"]
         counted = all(c["name"] == "get_metrics" for c in state["tool_calls"] if c["ok"])
         if counted or all(r == format_result([]) for r in results):  # a count (or nothing) needs no retelling
-            answer = " ".join(results)
-            row = _row("finalizer", 0.0, preview=answer)
-            return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
-                    "trace": [*state["trace"], row], "retelling_ok": None}
+            return _unretold(state, " ".join(results))
         searched = [str(c["arguments"].get("query") or "") if isinstance(c["arguments"], dict) else ""
                     for c in state["tool_calls"] if c["ok"]]
         if self.scope is not None and searched and all(q and self.scope.foreign(q) for q in searched):
-            answer = off_topic_answer(searched, results)  # neighbours of a subject the news never name: say so
-            row = _row("finalizer", 0.0, preview=answer)
-            return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
-                    "trace": [*state["trace"], row], "retelling_ok": None}
+            return _unretold(state, off_topic_answer(searched, results))  # neighbours of a subject the news never name
         prompt = "Данные из базы:\n" + "\n".join(results) + f"\n\nВопрос: {question}"
         messages = [{"role": "system", "content": FINAL_PROMPT}, {"role": "user", "content": prompt}]
         step = plan(self.chat, self.model, messages, tools=[], num_predict=ANSWER_TOKENS)  # no tools: text only

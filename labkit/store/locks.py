@@ -88,9 +88,14 @@ class LockBusy(LabError):
     """Another session held an advisory lock longer than we would wait (the message says who)."""
 
 
+def _key_oids(key: int) -> dict[str, int]:
+    """A bigint advisory key as ``pg_locks`` stores it: two oids, ``classid`` the high and ``objid`` the low 32 bits."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    return {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF}
+
+
 def lock_holders(conn: psycopg.Connection[Any], key: int) -> list[str]:
     """Who holds the session advisory lock `key`: one line per session (pid, application, client, since when)."""
-    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF  # a bigint key is stored as two oids: high and low 32 bits
     rows = conn.cursor(row_factory=tuple_row).execute(
         """
         SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local socket'),
@@ -102,7 +107,7 @@ def lock_holders(conn: psycopg.Connection[Any], key: int) -> list[str]:
            AND l.classid = %(high)s::bigint::oid AND l.objid = %(low)s::bigint::oid
          ORDER BY a.pid
         """,
-        {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF},
+        _key_oids(key),
     ).fetchall()
     return [
         f"pid {pid} ({name or 'no application_name'}, client {client}, connected since {since}, "
@@ -164,10 +169,8 @@ def hold_session_lock(conn: psycopg.Connection[Any], key: int, wait_seconds: flo
     For work spread over many calls (and notebook cells) that another session must not interleave with.
     A holder that waits too long gets ``LockBusy`` naming the holder. Taught in 12_scale.
     """
-    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
     held = conn.cursor(row_factory=tuple_row).execute(
         "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND pid = pg_backend_pid() "
-        "AND classid = %(high)s::bigint::oid AND objid = %(low)s::bigint::oid",
-        {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF}).fetchone()
+        "AND classid = %(high)s::bigint::oid AND objid = %(low)s::bigint::oid", _key_oids(key)).fetchone()
     if not held:
         _take_lock(conn, key, wait_seconds, sql.SQL("pg_try_advisory_lock"))
