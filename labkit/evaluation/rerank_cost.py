@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from labkit.core.corpus import DATA_DIR, read_records
 from labkit.models.relevance import PROMPT_MD5, judge_relevance
-from labkit.retrieval.modes import SEARCH_MODES
+from labkit.retrieval.modes import all_modes
 from labkit.store.scorecache import ScoreKey, cached_scores, text_md5
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def measure_judge_cost(lab: Lab, models: Sequence[str], pairs: Sequence[Pair],
     """
     if not pairs:
         raise ValueError("need at least one pair to time")
-    search = SEARCH_MODES[first_stage]
+    search = all_modes()[first_stage]
     search(lab, pairs[0].query, max(depths))  # warm-up: embeddings and plans
     started = time.perf_counter()
     for pair in pairs:

@@ -11,7 +11,8 @@ and reads P(yes) from the log-probabilities of its one-token answer (Qwen3-Reran
 for ``Coverage``), sorts them by P(yes) (ties keep the ranking's order) and leaves the hits below
 the head where they were. Each pair costs a model call of a few seconds on 2 cores, so every score
 is cached in Postgres (``labkit.store.scorecache``): a re-run costs nothing. Scores the course
-computed once ship in ``labkit/data/relevance_scores.jsonl`` and are used before any model call.
+computed once ship in ``labkit/data/relevance_scores.jsonl`` (news) and ``labkit/data/kb/relevance_scores.jsonl``
+(the knowledge base's chunks) and are used before any model call.
 
 ``Judge(depth, model)`` is the re-rank step of a search pipeline, printed ``judge@20``;
 ``labkit.retrieval.modes.judged`` wraps any search mode with it. A server that is down, lacks the
@@ -38,11 +39,13 @@ from labkit.store.scorecache import ScoreKey, cached_scores, text_md5
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["JUDGE_DEPTH", "SHIPPED_SCORES", "corpus_text", "load_shipped_scores", "write_shipped_scores", "judge_scores",
+__all__ = ["JUDGE_DEPTH", "SHIPPED_SCORES", "KB_SHIPPED_SCORES", "SHIPPED_FILES", "shipped_scores", "corpus_text", "load_shipped_scores", "write_shipped_scores", "judge_scores",
            "rerank_by_judge", "Judge"]
 
 JUDGE_DEPTH = 20  # the head a judge reads by default: the seed article re-ranks the fused top-20
 SHIPPED_SCORES = DATA_DIR / "relevance_scores.jsonl"  # scores the course computed once (model, prompt, query, text md5)
+KB_SHIPPED_SCORES = DATA_DIR / "kb" / "relevance_scores.jsonl"  # the same for the knowledge base's chunks (17_kb_rerank)
+SHIPPED_FILES = (SHIPPED_SCORES, KB_SHIPPED_SCORES)  # what judge_scores reads before any model call
 
 
 def corpus_text(lab: Lab) -> tuple[sql.Composable, dict[str, str]]:
@@ -77,6 +80,14 @@ def _load_shipped(path: Path, _mtime: int, _size: int) -> tuple[tuple[ScoreKey, 
     return tuple(rows)
 
 
+def shipped_scores(paths: Sequence[Path] = SHIPPED_FILES) -> dict[ScoreKey, float]:
+    """Every shipped score of the files `paths` (news and knowledge base by default), as one mapping."""
+    merged: dict[ScoreKey, float] = {}
+    for path in paths:
+        merged.update(load_shipped_scores(path))
+    return merged
+
+
 def write_shipped_scores(lab: Lab, queries: Sequence[str], models: Sequence[str], path: Path = SHIPPED_SCORES) -> int:
     """Write the cached scores of the current prompt for `queries` by `models` to `path`; return how many.
 
@@ -109,8 +120,8 @@ def judge_scores(lab: Lab, query: str, doc_ids: Sequence[int], model: str | None
                  shipped: Mapping[ScoreKey, float] | None = None) -> dict[int, float]:
     """P(yes) of each document's `text` for `query` by `model` (default: the lab's chat model). Taught in 17_kb_rerank.
 
-    Cached scores and `shipped` ones (default: ``SHIPPED_SCORES``) cost no model call; `send`
-    defaults to ``lab.models.chat``. A document id with no text scores 0.
+    Cached scores and `shipped` ones (default: ``shipped_scores()``, the files of ``SHIPPED_FILES``) cost no
+    model call; `send` defaults to ``lab.models.chat``. A document id with no text scores 0.
     """
     if not doc_ids:
         return {}
@@ -120,7 +131,7 @@ def judge_scores(lab: Lab, query: str, doc_ids: Sequence[int], model: str | None
     present = [doc_id for doc_id in doc_ids if doc_id in found]
     scores = cached_scores(lab.conn, model, PROMPT_MD5, query, [found[doc_id] for doc_id in present],
                            lambda passage: judge_relevance(chat, model, query, passage).probability,
-                           load_shipped_scores() if shipped is None else shipped)
+                           shipped_scores() if shipped is None else shipped)
     judged = dict(zip(present, scores))
     return {doc_id: judged.get(doc_id, 0.0) for doc_id in doc_ids}
 
