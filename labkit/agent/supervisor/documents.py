@@ -75,7 +75,7 @@ class DocumentAgent:
         corpus = self.lab.corpus
         rows = self.lab.conn.execute(
             sql.SQL("SELECT id, {parent}, section, {text} FROM {table} WHERE id = ANY(%s)").format(
-                parent=sql.Identifier(corpus.parent or "id"), text=sql.Identifier(corpus.text_field),
+                parent=sql.Identifier(corpus.parent or "id"), text=sql.Identifier(corpus.text_column),
                 table=sql.Identifier(corpus.table)),
             ([h.doc_id for h in hits],)).fetchall()
         by_id = {r[0]: Chunk(int(r[0]), int(r[1]), r[2] or "", r[3] or "") for r in rows}

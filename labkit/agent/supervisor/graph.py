@@ -167,10 +167,11 @@ class Supervisor:
     def _run_data(self, state: SupState) -> dict[str, Any]:
         start = time.perf_counter()
         result = self.data.ask(state["question"])
-        calls = [{"agent": "data", "tool": "run_sql", "arguments": {"sql": c.get("sql")}, "sql": c.get("sql"),
-                  "rows": c.get("rows"), "error": c.get("error"), "hits": None} for c in result.tool_calls]
-        model_s = float(result.trace["seconds_model"].sum()) if "seconds_model" in result.trace else 0.0
-        tool_s = float(result.trace["seconds_tool"].sum()) if "seconds_tool" in result.trace else 0.0
+        calls = [{"agent": "data", "tool": "run_sql", "arguments": dict(c["arguments"]), "sql": c["arguments"].get("sql"),
+                  "rows": c.get("rows"), "error": c.get("error"), "hits": None} for c in result.tool_calls()]
+        trace = result.trace
+        model_s = float(trace.loc[trace["node"] == "write_sql", "seconds"].sum()) if len(trace) else 0.0
+        tool_s = float(trace.loc[trace["node"] == "run_sql", "seconds"].sum()) if len(trace) else 0.0
         degraded = state.get("degraded", "")
         answer = strip_markup(result.answer)
         if result.failure:
