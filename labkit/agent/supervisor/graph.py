@@ -80,7 +80,7 @@ class SupervisorResult:
         return {"question": self.question, "kind": self.kind, "route": self.route, "answer": self.answer,
                 "tool_calls": self.tool_calls, "citations": [list(c) for c in self.citations],
                 "requires_human": self.requires_human, "degraded": self.degraded, "seconds": round(self.seconds, 3),
-                "trace": self.trace.to_dict("records"), "thread_id": self.thread_id}
+                "trace": self.trace.astype(object).where(self.trace.notna(), None).to_dict("records"), "thread_id": self.thread_id}
 
 
 def _row(agent: str, node: str, graph_seconds: float, model: float = 0.0, tool: float = 0.0,
