@@ -175,8 +175,7 @@ class Supervisor:
         degraded = state.get("degraded", "")
         answer = strip_markup(result.answer)
         if result.failure:
-            down = "OperationalError" not in result.failure and "database" not in result.failure.lower()
-            degraded = DATA_MODEL_DOWN if down else DB_DOWN
+            degraded = DATA_MODEL_DOWN if result.answer.startswith("Модель") else DB_DOWN
             answer = degraded
         row = _row("data", "sql_agent", time.perf_counter() - start, model=model_s, tool=tool_s)
         return {"route": [*state.get("route", []), "data"], "tool_calls": [*state.get("tool_calls", []), *calls],
