@@ -145,7 +145,7 @@ class Supervisor:
             reply = ask_model(self.chat, self.model, messages, think=False, num_predict=ROUTE_TOKENS)
             raw, model_s, p, g = ("" if reply.error else reply.content), reply.seconds, reply.prompt_tokens, reply.eval_tokens
             degraded = MODEL_DOWN if reply.error else ""
-        except Exception as exc:  # the model server down or timing out: degrade, never raise
+        except Exception as exc:  # noqa: BLE001 - the model server down or timing out: degrade, never raise
             if _is_db_down(exc):
                 raise
             raw, model_s, p, g, degraded = "", time.perf_counter() - start, None, None, MODEL_DOWN
@@ -212,7 +212,7 @@ class Supervisor:
             return update
         try:
             doc = self.documents.answer(state["question"], chunks, state.get("data_answer", ""))
-        except Exception:  # the model server down or timing out: plain results
+        except Exception:  # noqa: BLE001 - the model server down or timing out: plain results
             update |= {"answer": f"{MODEL_DOWN}\n{plain_results(chunks)}", "degraded": MODEL_DOWN,
                        "citations": [(c.doc_id, c.section) for c in chunks]}
             update["trace"] = [_row("documents", "answer", time.perf_counter() - start, tool=tool_s)]
@@ -244,7 +244,7 @@ class Supervisor:
         try:
             for values in self.graph.stream(initial, config, stream_mode="values"):
                 state = values
-        except Exception as exc:  # never a traceback for the student
+        except Exception as exc:  # noqa: BLE001 - never a traceback for the student
             line = DB_DOWN if _is_db_down(exc) else f"Не удалось ответить: {type(exc).__name__}."
             state = {**state, "answer": line, "degraded": line, "requires_human": True}
         return self._result(question, state, thread_id, time.perf_counter() - start)
