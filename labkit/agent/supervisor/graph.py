@@ -145,7 +145,7 @@ class Supervisor:
             reply = ask_model(self.chat, self.model, messages, think=False, num_predict=ROUTE_TOKENS)
             raw, model_s, p, g = ("" if reply.error else reply.content), reply.seconds, reply.prompt_tokens, reply.eval_tokens
             degraded = MODEL_DOWN if reply.error else ""
-        except Exception as exc:  # noqa: BLE001 - the model server down or timing out: degrade, never raise
+        except Exception as exc:  # the model server down or timing out: degrade, never raise
             if _is_db_down(exc):
                 raise
             raw, model_s, p, g, degraded = "", time.perf_counter() - start, None, None, MODEL_DOWN
