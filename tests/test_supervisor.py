@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -103,13 +104,14 @@ def test_a_run_killed_after_routing_resumes_from_its_postgres_checkpoint(kb, set
     saver = open_checkpointer(settings)
     sup = Supervisor(kb, kb_lab=kb, checkpointer=saver, data_agent=Killed())
     question = "Сколько всего заказов в базе?"
+    thread = f"sup-resume-{uuid.uuid4().hex[:8]}"  # a fresh thread: the saver keeps old ones
     try:
         with pytest.raises(KeyboardInterrupt):
-            sup.ask(question, thread_id="sup-resume-test")
-        saved = sup.graph.get_state({"configurable": {"thread_id": "sup-resume-test"}})
+            sup.ask(question, thread_id=thread)
+        saved = sup.graph.get_state({"configurable": {"thread_id": thread}})
         assert saved.values["kind"] == "data" and saved.next == ("data",)
         sup._data = None  # the real SQL agent from here on
-        result = sup.ask(question, thread_id="sup-resume-test", resume=True)
+        result = sup.ask(question, thread_id=thread, resume=True)
     finally:
         sup.close()
         saver.conn.close()
