@@ -10,12 +10,11 @@ the database down one clear line.
 
 from __future__ import annotations
 
-import operator
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
@@ -58,7 +57,7 @@ class SupState(TypedDict, total=False):
     degraded: str
     data_answer: str
     steps: int
-    trace: Annotated[list[dict[str, Any]], operator.add]
+    trace: list[dict[str, Any]]  # replaced, not added: a new question on a thread starts a fresh trace
 
 
 @dataclass
@@ -151,7 +150,7 @@ class Supervisor:
             raw, model_s, p, g, degraded = "", time.perf_counter() - start, None, None, MODEL_DOWN
         decision = parse_route(raw, "documents")
         row = _row("supervisor", "route", time.perf_counter() - start, model=model_s, prompt=p, generated=g)
-        return {"kind": decision.route, "degraded": degraded, "steps": state.get("steps", 0) + 1, "trace": [row]}
+        return {"kind": decision.route, "degraded": degraded, "steps": state.get("steps", 0) + 1, "trace": [*state.get("trace", []), row]}
 
     def _after_route(self, state: SupState) -> str:
         kind = state["kind"]
@@ -162,7 +161,7 @@ class Supervisor:
     def _polite(self, state: SupState) -> dict[str, Any]:
         answer = SMALLTALK if state["kind"] == "smalltalk" else OUT_OF_SCOPE
         return {"answer": answer, "route": [], "steps": state.get("steps", 0) + 1,
-                "trace": [_row("supervisor", "polite", 0.0)]}
+                "trace": [*state.get("trace", []), _row("supervisor", "polite", 0.0)]}
 
     def _run_data(self, state: SupState) -> dict[str, Any]:
         start = time.perf_counter()
@@ -180,7 +179,7 @@ class Supervisor:
         row = _row("data", "sql_agent", time.perf_counter() - start, model=model_s, tool=tool_s)
         return {"route": [*state.get("route", []), "data"], "tool_calls": [*state.get("tool_calls", []), *calls],
                 "answer": answer, "data_answer": answer, "requires_human": bool(result.requires_human),
-                "degraded": degraded, "steps": state.get("steps", 0) + 1, "trace": [row]}
+                "degraded": degraded, "steps": state.get("steps", 0) + 1, "trace": [*state.get("trace", []), row]}
 
     def _after_data(self, state: SupState) -> str:
         from langgraph.graph import END
@@ -198,7 +197,7 @@ class Supervisor:
                 raise
             return {"route": [*state.get("route", []), "documents"], "answer": DB_DOWN, "degraded": DB_DOWN,
                     "requires_human": True, "steps": state.get("steps", 0) + 1,
-                    "trace": [_row("documents", "search_kb", time.perf_counter() - start)]}
+                    "trace": [*state.get("trace", []), _row("documents", "search_kb", time.perf_counter() - start)]}
         tool_s = time.perf_counter() - start
         call = {"agent": "documents", "tool": "search_kb", "arguments": {"query": state["question"]}, "sql": None,
                 "rows": None, "error": None, "hits": list(dict.fromkeys(c.doc_id for c in chunks))}
@@ -208,20 +207,20 @@ class Supervisor:
         if state.get("degraded"):
             update |= {"answer": f"{state['degraded']}\n{plain_results(chunks)}" if chunks else
                        f"{state['degraded']} {ABSTAIN}", "citations": [(c.doc_id, c.section) for c in chunks]}
-            update["trace"] = [_row("documents", "search_kb", time.perf_counter() - start, tool=tool_s)]
+            update["trace"] = [*state.get("trace", []), _row("documents", "search_kb", time.perf_counter() - start, tool=tool_s)]
             return update
         try:
             doc = self.documents.answer(state["question"], chunks, state.get("data_answer", ""))
         except Exception:  # noqa: BLE001 - the model server down or timing out: plain results
             update |= {"answer": f"{MODEL_DOWN}\n{plain_results(chunks)}", "degraded": MODEL_DOWN,
                        "citations": [(c.doc_id, c.section) for c in chunks]}
-            update["trace"] = [_row("documents", "answer", time.perf_counter() - start, tool=tool_s)]
+            update["trace"] = [*state.get("trace", []), _row("documents", "answer", time.perf_counter() - start, tool=tool_s)]
             return update
         answer = doc.answer
         if state.get("data_answer") and state["data_answer"] not in answer:
             answer = f"{state['data_answer']}\n{answer}"
         update |= {"answer": answer, "citations": doc.citations,
-                   "trace": [_row("documents", "answer", time.perf_counter() - start, model=doc.seconds_model,
+                   "trace": [*state.get("trace", []), _row("documents", "answer", time.perf_counter() - start, model=doc.seconds_model,
                                   tool=tool_s, prompt=doc.prompt_tokens, generated=doc.generated_tokens)]}
         return update
 
