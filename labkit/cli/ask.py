@@ -44,8 +44,8 @@ def register(sub: Any) -> None:
                         help="final: the course's agent with search_by_entity (default); lesson: 06_agent's two tools")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--thread", help="thread id: continue a saved conversation (new one if omitted)")
-    parser.add_argument("--agent", choices=["news", "supervisor"], default="news",
-                        help="news: the course's news agent (default); supervisor: routes to the knowledge base "
+    parser.add_argument("--agent", choices=["course", "supervisor"], default="course",
+                        help="course: the course's agent over articles (default); supervisor: routes to the knowledge base "
                              "and the shop's SQL agent (issue 23)")
     parser.set_defaults(run=run)
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     """Ask, then print the answer and the tool calls (or JSON)."""
     if not args.question.strip():
         args.parser.error("the question is empty")
-    if getattr(args, "agent", "news") == "supervisor":
+    if getattr(args, "agent", "course") == "supervisor":
         return run_supervisor(args)
     with setup(quiet=True) as lab:
         if args.model:  # before any question: a typo is one line naming the models there are
