@@ -44,6 +44,9 @@ def register(sub: Any) -> None:
                         help="final: the course's agent with search_by_entity (default); lesson: 06_agent's two tools")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--thread", help="thread id: continue a saved conversation (new one if omitted)")
+    parser.add_argument("--agent", choices=["course", "supervisor"], default="course",
+                        help="course: the course's agent over articles (default); supervisor: routes to the knowledge base "
+                             "and the shop's SQL agent (issue 23)")
     parser.set_defaults(run=run)
 
 
@@ -51,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     """Ask, then print the answer and the tool calls (or JSON)."""
     if not args.question.strip():
         args.parser.error("the question is empty")
+    if getattr(args, "agent", "course") == "supervisor":
+        return run_supervisor(args)
     with setup(quiet=True) as lab:
         if args.model:  # before any question: a typo is one line naming the models there are
             check_models(model_client(lab.settings.ollama_host, PROBE_TIMEOUT), lab.settings,
@@ -73,6 +78,33 @@ def run(args: argparse.Namespace) -> int:
     news = result_items(result.sources)
     for doc_id in result.cited:
         print(f"  [{doc_id}] {news.get(doc_id, '(не из найденного)')}")
+    if result.requires_human:
+        print("Нужен человек: агент не смог ответить по данным.")
+    print(f"Поток: {result.thread_id} ({result.seconds:.1f} с)")
+    return 0
+
+
+def run_supervisor(args: argparse.Namespace) -> int:
+    """The supervisor over the knowledge base and the shop: JSON adds route and SQL tool calls."""
+    from labkit.agent.supervisor import Supervisor
+    from labkit.core.corpora.kb import KB
+
+    with setup(quiet=True, corpus=KB) as kb:
+        supervisor = Supervisor(kb, chat_model=args.model, kb_lab=kb)
+        try:
+            result = supervisor.ask(args.question, thread_id=args.thread)
+        finally:
+            supervisor.close()
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        return 0
+    print("Вопрос:", result.question)
+    print("Маршрут:", " → ".join(result.route) or "без инструментов", f"({result.kind})")
+    for call in result.tool_calls:
+        print(f"  {call['agent']}: {call['sql'] or call['arguments']}")
+    print("Ответ:", result.answer)
+    for doc_id, section in result.citations:
+        print(f"  [{doc_id}] {section}")
     if result.requires_human:
         print("Нужен человек: агент не смог ответить по данным.")
     print(f"Поток: {result.thread_id} ({result.seconds:.1f} с)")

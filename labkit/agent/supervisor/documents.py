@@ -1,0 +1,101 @@
+"""The document agent: the knowledge base searched with its best mode, answered with citations or an honest abstention."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+
+from labkit.agent.markup import strip_markup
+from labkit.models.chat import ask_model
+from labkit.retrieval.modes import HYBRID_CODES_ALIASES
+
+if TYPE_CHECKING:
+    from labkit.core.context import Lab
+
+__all__ = ["ABSTAIN", "Chunk", "DocAnswer", "DocumentAgent", "answers_question"]
+
+ABSTAIN = "В базе знаний ответа нет."
+TOP_CHUNKS = 4
+ANSWER_TOKENS = 300
+_WORD = re.compile(r"\w{4,}")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A knowledge-base chunk: its id, its document, its section path and its text."""
+
+    chunk_id: int
+    doc_id: int
+    section: str
+    text: str
+
+
+@dataclass
+class DocAnswer:
+    answer: str
+    chunks: list[Chunk]
+    citations: list[tuple[int, str]]
+    abstained: bool
+    seconds_model: float = 0.0
+    seconds_tool: float = 0.0
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def answers_question(question: str, chunks: list[Chunk]) -> bool:
+    """True when some word of the question (its first 5 letters, words of 4+ letters) occurs in the chunks."""
+    stems = {w.lower()[:5] for w in _WORD.findall(question)}
+    text = " ".join(c.text.lower() for c in chunks)
+    return bool(chunks) and any(stem in text for stem in stems)
+
+
+def plain_results(chunks: list[Chunk]) -> str:
+    """The chunks as a Russian list: what the student gets when the model is unavailable."""
+    return "\n".join(f"[{c.doc_id}, {c.section or 'без раздела'}] {c.text[:300]}" for c in chunks)
+
+
+class DocumentAgent:
+    """Searches `kb_lab` (a lab on the knowledge base) and answers in Russian from the top chunks."""
+
+    def __init__(self, kb_lab: Lab, *, model: str | None = None, chat: Callable[..., Any] | None = None) -> None:
+        self.lab = kb_lab
+        self.model = model or kb_lab.chat_model
+        self.chat = chat if chat is not None else kb_lab.models.chat
+
+    def search(self, query: str, top_k: int = TOP_CHUNKS) -> list[Chunk]:
+        """The top chunks of ``hybrid_codes_aliases`` with their document and section."""
+        hits = HYBRID_CODES_ALIASES(self.lab, query, top_k)
+        if not hits:
+            return []
+        corpus = self.lab.corpus
+        rows = self.lab.conn.execute(
+            sql.SQL("SELECT id, {parent}, section, {text} FROM {table} WHERE id = ANY(%s)").format(
+                parent=sql.Identifier(corpus.parent or "id"), text=sql.Identifier(corpus.text_column),
+                table=sql.Identifier(corpus.table)),
+            ([h.doc_id for h in hits],)).fetchall()
+        by_id = {r[0]: Chunk(int(r[0]), int(r[1]), r[2] or "", r[3] or "") for r in rows}
+        return [by_id[h.doc_id] for h in hits if h.doc_id in by_id]
+
+    def answer(self, question: str, chunks: list[Chunk], context: str = "") -> DocAnswer:
+        """The model's Russian answer from `chunks` (and `context`, e.g. the data agent's result); raises if the model is down."""
+        citations = list(dict.fromkeys((c.doc_id, c.section) for c in chunks))
+        if not answers_question(question, chunks) and not context:
+            return DocAnswer(ABSTAIN, chunks, [], True)
+        sources = "\n\n".join(f"[документ {c.doc_id}, раздел «{c.section}»]\n{c.text}" for c in chunks)
+        messages = [
+            {"role": "system", "content": "Ты помощник магазина ТехноМир. Отвечай по-русски кратко и только по "
+                                          f"фрагментам базы знаний. Если в них нет ответа, ответь: «{ABSTAIN}»"},
+            {"role": "user", "content": (f"Данные: {context}\n\n" if context else "")
+             + f"Фрагменты:\n{sources}\n\nВопрос: {question}"}]
+        reply = ask_model(self.chat, self.model, messages, think=False, num_predict=ANSWER_TOKENS)
+        if reply.error:
+            raise ConnectionError(reply.error)
+        text = strip_markup(reply.content).strip() or ABSTAIN
+        abstained = "ответа нет" in text.lower()
+        return DocAnswer(text, chunks, [] if abstained else citations, abstained, reply.seconds, 0.0,
+                         reply.prompt_tokens, reply.eval_tokens)
