@@ -49,3 +49,16 @@ def test_a_bad_record_is_a_data_error_naming_its_line(tmp_path, change, message)
     with pytest.raises(DataError, match=message) as error:
         load_supervisor_questions(path)
     assert f"{path}:2" in str(error.value)
+
+
+def test_the_shipped_set_has_every_kind_in_both_halves_and_enough_questions():
+    from collections import Counter
+
+    from labkit.evaluation.supervisor_questions import KINDS
+    questions = load_supervisor_questions()
+    assert len(questions) >= 80
+    halves = Counter((q.kind, q.split) for q in questions)
+    for kind in KINDS:
+        tune, report = halves[(kind, "tune")], halves[(kind, "report")]
+        assert tune and report and abs(tune - report) <= 1, f"{kind}: {tune} tune, {report} report"
+    assert all(q.extra.get("expect") == "refusal" for q in questions if q.kind == "hostile")
