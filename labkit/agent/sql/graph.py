@@ -62,7 +62,21 @@ SQL_SYSTEM_PROMPT = """Ты пишешь запросы к базе данных
 - Добавляй в WHERE только условия, о которых спрашивает вопрос.
 - Текстовые значения пиши точно как в комментариях, в одинарных кавычках.
 - Даты пиши как 'ГГГГ-ММ-ДД' и сравнивай через BETWEEN, >=, < или EXTRACT(YEAR FROM ...); LIKE к датам не применяй.
-- Данные только читай: никаких INSERT, UPDATE, DELETE, DROP."""
+- Данные только читай: никаких INSERT, UPDATE, DELETE, DROP.
+
+Примеры (другие вопросы, тот же приём):
+Вопрос: Сколько штук кронштейнов вернули в 2025 году?
+```sql
+SELECT sum(r.quantity) FROM returns AS r JOIN order_items AS i ON i.id = r.order_item_id JOIN products AS p ON p.id = i.product_id WHERE p.category = 'кронштейны' AND r.returned_on BETWEEN '2025-01-01' AND '2025-12-31'
+```
+Вопрос: Сколько строк заказов с пылесосами оформлено онлайн в мае 2026 года?
+```sql
+SELECT count(*) FROM order_items AS i JOIN orders AS o ON o.id = i.order_id JOIN products AS p ON p.id = i.product_id WHERE p.category = 'пылесосы' AND o.channel = 'онлайн' AND o.ordered_on BETWEEN '2026-05-01' AND '2026-05-31'
+```
+Вопрос: Какая сумма товаров в заказе номер 17?
+```sql
+SELECT sum(price * quantity) FROM order_items WHERE order_id = 17
+```"""
 FAILED_ATTEMPT = """Запрос
 ```sql
 {sql}
