@@ -48,7 +48,7 @@ def _failed(sql: str, error: str = 'ERROR:  relation "sales" does not exist', so
 _MISSING = 'ERROR:  column "total" does not exist'
 _DELETE = _failed("DELETE FROM orders", "разрешены только запросы на чтение (SELECT или WITH ... SELECT), а запрос "
                   "начинается с DELETE", CHECK_SOURCE, writes=True)
-_DENIED = _failed("SELECT * FROM public.news", "ERROR:  permission denied for table news")
+_DENIED = _failed("SELECT * FROM public.kb_documents", "ERROR:  permission denied for table kb_documents")
 _READ_ONLY = _failed("SELECT nextval('shop.orders_id_seq')",
                      "ERROR:  cannot execute nextval() in a read-only transaction")
 _TWO = _failed("SELECT 1; SELECT 2", "в ответе несколько SQL-команд: разрешена ровно одна, запрос SELECT", CHECK_SOURCE)
