@@ -15,8 +15,8 @@ shows the tokens). After each failure a policy (``policy=``, default ``labkit.ag
 exercise 21) says retry, give up or refuse: after ``max_errors`` failures, or when the model wrote the same
 SQL twice in a row, the run stops honestly with ``requires_human``; SQL that would change data (the model
 took «удали все заказы» literally) or that Postgres says the role may not run is not retried: the agent
-says it only reads. The result's ``stop_rule`` names the rule that stopped the run. A run that succeeds answers with the rows themselves (``format_rows``),
-never with a model's retelling. Safety does not rest on the check: the reader role can only read.
+says it only reads. The result's ``stop_rule`` names the rule that stopped the run. A run that succeeds
+answers with the rows themselves (``format_rows``), never with a model's retelling. Safety does not rest on the check: the reader role can only read.
 
 The graph's state is plain data (a question in; SQL texts, errors, rows and an answer out), so a
 supervisor can run it from a node of its own (``SqlAgent.ask``) or add ``SqlAgent.graph`` as a subgraph.
@@ -81,7 +81,7 @@ GIVE_UP_WHY = {  # the rule that stopped the run (policy.stop_rule), said to the
     "policy": "Политика повторов решила остановиться.",
 }
 FORBIDDEN_ANSWER = ("Этот агент работает под ролью, которая может только читать таблицы магазина, и PostgreSQL отказал "
-                    "запросу ({error}); повтор тут не поможет, вопрос передан человеку.")
+                    "запросу ({error}): повтор тут не поможет, поэтому агент больше не пытается.")
 MODEL_DOWN_ANSWER = "Модель не ответила ({error}); агент остановлен, вопрос передан человеку."
 DATABASE_DOWN_ANSWER = "База данных магазина недоступна ({error}); вопрос передан человеку."
 WRITE_REFUSED_ANSWER = ("Этот агент только читает базу магазина: изменить, удалить или создать в ней что-либо он "
@@ -245,7 +245,7 @@ class SqlAgent:
         graph.add_edge(START, "write_sql")
         graph.add_edge("write_sql", "check_sql")
         graph.add_conditional_edges("check_sql", self._after_check, ["run_sql", "write_sql", "give_up", "refuse"])
-        graph.add_conditional_edges("run_sql", self._after_run, ["answer", "write_sql", "give_up"])
+        graph.add_conditional_edges("run_sql", self._after_run, ["answer", "write_sql", "give_up", "refuse"])
         graph.add_edge("answer", END)
         graph.add_edge("give_up", END)
         graph.add_edge("refuse", END)
