@@ -36,12 +36,13 @@ def runs_frame(max_errors=3, questions=("Сколько заказов?", "Ск�
     for question in questions:
         for policy in (WITH_RULE, WITHOUT_RULE):
             rows.append({"model": REAL, "question": question, "policy": policy, "attempts": 1, "errors": 0,
-                         "seconds": seconds, "ok": True, "stop_rule": ""})
+                         "seconds": seconds, "ok": True, "stop_rule": "", "answer": "42"})
     rows.append({"model": FAKE, "question": questions[0], "policy": WITH_RULE, "attempts": fake_with,
                  "errors": fake_with, "seconds": 0.1, "ok": False,
-                 "stop_rule": "no_progress" if fake_with == 2 else "max_errors"})
+                 "stop_rule": "no_progress" if fake_with == 2 else "max_errors", "answer": "Не удалось"})
     rows.append({"model": FAKE, "question": questions[0], "policy": WITHOUT_RULE, "attempts": max_errors,
-                 "errors": max_errors, "seconds": 0.2, "ok": False, "stop_rule": "max_errors"})
+                 "errors": max_errors, "seconds": 0.2, "ok": False, "stop_rule": "max_errors",
+                 "answer": "Не удалось"})
     return pd.DataFrame(rows)
 
 

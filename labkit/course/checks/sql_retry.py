@@ -35,7 +35,7 @@ __all__ = ["EXERCISE", "RetryContext", "check_sql_retry", "MAX_ERRORS", "REAL", 
 MAX_ERRORS = 3  # the notebook's default bound
 REAL, FAKE = "модель стенда", "упрямая модель (подделка)"  # the `model` column's values
 WITH_RULE, WITHOUT_RULE = "с правилом", "без правила"  # the `policy` column's values
-RUN_COLUMNS = ("model", "question", "policy", "attempts", "errors", "seconds", "ok", "stop_rule")
+RUN_COLUMNS = ("model", "question", "policy", "attempts", "errors", "seconds", "ok", "stop_rule", "answer")
 Attempts = list[dict[str, Any]]
 PolicyCase = tuple[Attempts, int]  # the attempts so far, max_errors
 
