@@ -106,3 +106,10 @@ def test_a_bound_of_two_leaves_the_rule_nothing_to_save():
     assert verdicts(next_step, frame, context)[saving], "at a bound of 2 the bound, not the rule, stops the fake"
     frame.loc[frame["model"] == FAKE, "stop_rule"] = "max_errors"
     assert not verdicts(next_step, frame, context)[saving]
+
+
+def test_hidden_hints_name_the_rule_that_was_missed():
+    problems = verdicts(raw_compare, runs_frame())["next_step на случайных прогонах"]
+    assert problems and all("прогресса нет" in p for p in problems), problems
+    problems = verdicts(lambda attempts, max_errors: next_step(attempts, max_errors + 1), runs_frame())
+    assert any("неудач уже max_errors" in p for p in problems["next_step на случайных прогонах"])

@@ -179,7 +179,7 @@ def _shown(case: PolicyCase) -> str:
 
 
 def _hint(case: PolicyCase, got: str, want: str) -> str:
-    attempts, _max = case
+    attempts, max_errors = case
     if got not in STEPS:
         return f"верните одну из строк {', '.join(repr(s) for s in STEPS)}"
     last = attempts[-1]
@@ -189,8 +189,10 @@ def _hint(case: PolicyCase, got: str, want: str) -> str:
         return "PostgreSQL сказал permission denied или read-only transaction: роль этого не может — refuse"
     if got == "refuse":
         return "refuse — только для записи (writes) или запрета роли; прочие ошибки проверки модель может исправить"
+    if want == "give_up" and len(attempts) >= max_errors:
+        return "неудач уже max_errors (сравнивайте их число с max_errors через >=): give_up"
     if want == "give_up":
-        return "ошибок уже max_errors или два последних запроса одинаковы (без учёта пробелов и регистра): give_up"
+        return "два последних неудачных запроса одинаковы без учёта пробелов, переносов и регистра: прогресса нет — give_up"
     return "лимит не исчерпан и модель сменила запрос (сравнивайте два последних неудачных): retry"
 
 
