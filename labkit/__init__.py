@@ -70,7 +70,17 @@ from labkit.core.corpora.news import (
     TOPICS,
     Doc,
 )
-from labkit.core.corpus import DATA_DIR, SPLITS, Corpus, DataError, Field, LabelledQuery, query_kinds
+from labkit.core.corpus import (
+    DATA_DIR,
+    KIND_NAMES,
+    SPLITS,
+    Corpus,
+    DataError,
+    Field,
+    LabelledQuery,
+    kind_name,
+    query_kinds,
+)
 from labkit.core.errors import LabError
 from labkit.core.ranking import Hit, ids
 from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, lab_home, normalize_host
@@ -287,7 +297,7 @@ __all__ = [
     "Chunk", "ChunkSpec", "chunked", "fixed_chunks", "sentence_chunks", "heading_chunks", "span_overlap", "collapse",
     "document_hits", "coverage_sweep", "answer_spans",
     "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TOPIC_IPTC", "TOPIC_RUBRICS", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
-    "RETRIEVAL_PATH", "SPLITS", "query_kinds",
+    "RETRIEVAL_PATH", "SPLITS", "query_kinds", "KIND_NAMES", "kind_name",
     "DataError", "Doc", "LabelledQuery", "load_corpus", "load_queries",
     # database and embeddings
     "DatabaseUnavailable", "LoadReport", "connect", "ensure_corpus", "vector_table", "lab_vector_table",

@@ -173,3 +173,17 @@ def test_ask_json_sport_then_resume_thread_in_another_graph(lab_ro, capsys):
     # the planner saw the earlier question (not its answer) and counted again instead of guessing
     assert [(c["name"], c["arguments"]) for c in follow_up.tool_calls] == [("get_metrics", {"topic": "finance"})]
 
+
+
+def test_a_search_for_a_subject_the_news_never_name_says_so_before_quoting(agent, lab_ro):
+    assert agent.scope.foreign("погода") and not agent.scope.foreign("ключевая ставка")
+    result = lk.call_tool("search_articles", {"query": "погода"}, lab=lab_ro)
+    assert result.ok and lk.cited_ids(result.content), "a vector search always has neighbours"
+    state = {"question": "Сколько новостей про погоду?", "results": [result.content], "trace": [],
+             "tool_calls": [{"name": "search_articles", "arguments": {"query": "погода"}, "ok": True}]}
+    answer = agent._finalizer(state)["answer"]
+    assert answer.startswith("Новостей об этом в базе нет") and "«погода»" in answer
+    assert set(lk.cited_ids(answer)) == set(lk.cited_ids(result.content)), "the neighbours are quoted with their ids"
+    state["tool_calls"][0]["arguments"] = {"query": "ключевая ставка"}
+    state["results"] = [lk.call_tool("search_articles", {"query": "ключевая ставка"}, lab=lab_ro).content]
+    assert not agent._finalizer(state)["answer"].startswith("Новостей об этом в базе нет")

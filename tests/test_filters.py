@@ -22,18 +22,18 @@ def test_filters_read_like_the_lesson():
 
 
 @pytest.mark.parametrize(("given", "message"), [
-    ({"type": ""}, "non-empty strings"),
-    ({"type": []}, "non-empty list"),
-    ({"type": 7}, "give a string"),
-    ({"type": ["manual", 7]}, "non-empty strings"),
-    ({"category": "a\x00b"}, "no NUL"),
-    ({"category": "x" * 201}, "at most 200"),
-    ({"category": [f"c{i}" for i in range(MAX_VALUES + 1)]}, "at most 100 values"),
-    ({"date": {}}, "'from' and/or 'to'"),
-    ({"date": {"since": "2025-01-01"}}, "'from' and/or 'to'"),
-    ({"date": {"from": None, "to": None}}, "needs 'from' or 'to'"),
-    ({"date": {"from": 1.5}}, "ISO dates or integers"),
-    ({"date": {"from": True}}, "ISO dates or integers"),
+    ({"type": ""}, "непустые строки"),
+    ({"type": []}, "непустой список"),
+    ({"type": 7}, "нужна строка"),
+    ({"type": ["manual", 7]}, "непустые строки"),
+    ({"category": "a\x00b"}, "без NUL"),
+    ({"category": "x" * 201}, "не длиннее 200"),
+    ({"category": [f"c{i}" for i in range(MAX_VALUES + 1)]}, "не больше 100 значений"),
+    ({"date": {}}, "'from' и/или 'to'"),
+    ({"date": {"since": "2025-01-01"}}, "'from' и/или 'to'"),
+    ({"date": {"from": None, "to": None}}, "нужен 'from' или 'to'"),
+    ({"date": {"from": 1.5}}, "даты ISO или целые числа"),
+    ({"date": {"from": True}}, "даты ISO или целые числа"),
 ])
 def test_a_badly_shaped_filter_is_refused_with_its_name(given, message):
     with pytest.raises(ValueError, match=message) as raised:
@@ -42,14 +42,14 @@ def test_a_badly_shaped_filter_is_refused_with_its_name(given, message):
 
 
 @pytest.mark.parametrize(("given", "message"), [
-    ({"colour": "red"}, "has no field 'colour'"),
-    ({"type": "manuals"}, "'manuals' is none of policy, faq, manual, regulation, offer"),
-    ({"status": ["действует", "устарел"]}, "'устарел' is none of"),
-    ({"date": "2025-01-01"}, "the field is date; give a range"),
-    ({"category": {"from": "a"}}, "a range needs a date or integer field"),
-    ({"date": {"from": "15.09.2026"}}, "ISO dates YYYY-MM-DD"),
-    ({"date": {"from": "2026-01-01", "to": "2025-01-01"}}, "'from' 2026-01-01 is after 'to' 2025-01-01"),
-    ({"doc": {"from": "x"}}, "must be integers"),
+    ({"colour": "red"}, "нет поля 'colour'"),
+    ({"type": "manuals"}, "'manuals' — нет среди значений policy, faq, manual, regulation, offer"),
+    ({"status": ["действует", "устарел"]}, "'устарел' — нет среди значений"),
+    ({"date": "2025-01-01"}, "поле типа date, нужен диапазон"),
+    ({"category": {"from": "a"}}, "диапазон бывает только у поля даты или целого числа"),
+    ({"date": {"from": "15.09.2026"}}, "датами ISO ГГГГ-ММ-ДД"),
+    ({"date": {"from": "2026-01-01", "to": "2025-01-01"}}, "'from' 2026-01-01 позже 'to' 2025-01-01"),
+    ({"doc": {"from": "x"}}, "должны быть целыми числами"),
 ])
 def test_a_filter_that_does_not_fit_the_corpus_is_refused_before_any_sql(given, message):
     filters = lk.Filters.of(given)
@@ -60,7 +60,7 @@ def test_a_filter_that_does_not_fit_the_corpus_is_refused_before_any_sql(given, 
 
 
 def test_a_field_given_twice_is_refused():
-    with pytest.raises(ValueError, match="given twice"):
+    with pytest.raises(ValueError, match="задан дважды"):
         lk.Filters((Match("type", ("faq",)), Match("type", ("manual",)))).check(KB)
 
 
@@ -84,7 +84,7 @@ def test_the_filtered_queries_carry_filters_that_fit_the_knowledge_base(tmp_path
     bad = tmp_path / "q.jsonl"
     bad.write_text(json.dumps({"query": "q", "relevant": [1]}) + "\n"
                    + json.dumps({"query": "x", "relevant": [1], "filters": {"type": ""}}) + "\n", encoding="utf-8")
-    with pytest.raises(lk.DataError, match=rf"{bad}:2: filter 'type'"):
+    with pytest.raises(lk.DataError, match=rf"{bad}:2: фильтр 'type'"):
         lk.query_filters(bad)
     bad.write_text(json.dumps({"query": "x", "relevant": [1], "filters": []}) + "\n", encoding="utf-8")
     with pytest.raises(lk.DataError, match=rf"{bad}:1: 'filters' must be a non-empty object"):

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from labkit.cli import main as cli_main
 from labkit.evaluation import scale, synthetic
-from labkit.evaluation.scalebench import REAL_BUILDS
 
 SIZE = 3000  # 1 % rare topic = ~30 rows: well above LIMIT 10, far below what ef_search=40 can surface
 QUERIES = 20
@@ -110,33 +107,6 @@ def test_hnsw_plan_uses_the_index(loaded):
         plan = "\n".join(r[0] for r in conn.execute(
             "EXPLAIN SELECT id FROM scale_vectors ORDER BY embedding <=> %s LIMIT 10", (queries[0],)))
     assert "scale_vectors_hnsw" in plan
-
-
-@pytest.mark.services
-def test_bench_prints_json(settings, capsys):
-    assert cli_main(["bench", "--size", "1000", "--queries", "5", "--builds", "8:32,16:64", "--kb-documents", "16",
-                     "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert [p["ef_search"] for p in result["ef_search"]] == list(scale.EF_SEARCH_VALUES)  # the keys of earlier benches
-    assert result["data"] == "noisy" and result["filtered"]["rows_with_relaxed_order"] == 10
-    assert list(result["sets"]) == list(synthetic.SYNTHETIC)
-    for entry in result["sets"].values():
-        assert [(b["m"], b["ef_construction"]) for b in entry["builds"]] == [(8, 32), (16, 64)]
-        assert all(p["speedup"] == pytest.approx(p["exact_ms"] / p["hnsw_ms"]) for b in entry["builds"]
-                   for p in b["ef_search"])
-    assert list(result["structure"]) == ["real", *synthetic.SYNTHETIC]
-    real = result["structure"]["real"]
-    assert real["rows"] > 100 and 1 < real["twonn"] < 384 and real["query_d1"] > 0
-    assert [(b["m"], b["ef_construction"]) for b in result["real"]["builds"]] == [tuple(p) for p in REAL_BUILDS]
-    assert "sql_over_python" in result["hybrid_latency"], result["hybrid_latency"]
-
-
-@pytest.mark.services
-def test_bench_prints_ratios(settings, capsys):
-    assert cli_main(["bench", "--size", "500", "--queries", "3", "--data", "realistic", "--builds", "4:16",
-                     "--kb-documents", "0"]) == 0
-    out = capsys.readouterr().out
-    assert "realistic: 500 vectors" in out and "speed-up" in out and "structure" not in out
 
 
 @pytest.mark.parametrize("argv", [["--size", "5"], ["--data", "uniform"], ["--builds", "16:8"], ["--builds", "16"],

@@ -27,8 +27,8 @@ from labkit.agent.markup import has_markup
 from labkit.core.corpora.news import TONES, TOPICS
 from labkit.core.text import plural
 
-__all__ = ["Faithfulness", "check_answer", "faithfulness_rate", "strip_ids", "extractive_answer", "cited_ids",
-           "retrieved_ids", "result_items", "STEM"]
+__all__ = ["Faithfulness", "check_answer", "faithfulness_rate", "strip_ids", "extractive_answer", "off_topic_answer",
+           "cited_ids", "retrieved_ids", "result_items", "STEM"]
 
 STEM = 5  # letters compared: «фигурист»/«фигуристка» share «фигур», «физикист» does not
 COVERAGE = 0.75  # share of a clause's content words one (cited) result line must hold
@@ -198,3 +198,17 @@ def extractive_answer(results: Sequence[str]) -> str:
         return f"{body.rstrip('.')}{cite}."
     quoted = "; ".join(f"«{body}»{cite}" for body, cite in items)
     return f"Нашлось {len(items)} {plural(len(items), 'новость', 'новости', 'новостей')}: {quoted}."
+
+
+def off_topic_answer(queries: Sequence[str], results: Sequence[str]) -> str:
+    """The answer when no word of the searched `queries` occurs in the news: say so, then quote the nearest results.
+
+    A vector search always returns neighbours; retelling them as the answer to «Сколько новостей про погоду?»
+    would be faithful to the results and still wrong. Taught in 06_agent.
+    """
+    asked = ", ".join(f"«{query}»" for query in dict.fromkeys(queries))
+    nearest = extractive_answer(results)
+    if nearest == extractive_answer([]):
+        return f"Новостей об этом в базе нет: слов запроса {asked} нет ни в одной новости."
+    return (f"Новостей об этом в базе нет: слов запроса {asked} нет ни в одной новости. "
+            f"Ближайшие по смыслу, но не об этом: {nearest[0].lower()}{nearest[1:]}")

@@ -24,7 +24,7 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
-from labkit.agent.faithfulness import check_answer, cited_ids, extractive_answer, retrieved_ids
+from labkit.agent.faithfulness import check_answer, cited_ids, extractive_answer, off_topic_answer, retrieved_ids
 from labkit.agent.markup import strip_markup
 from labkit.agent.planner import ANSWER_TOKENS, FINAL_PROMPT, PLAN_TOKENS, REPLY_PROMPT, SYSTEM_PROMPT, plan
 from labkit.agent.scope import corpus_scope
@@ -337,6 +337,13 @@ class Agent:
         counted = all(c["name"] == "get_metrics" for c in state["tool_calls"] if c["ok"])
         if counted or all(r == format_result([]) for r in results):  # a count (or nothing) needs no retelling
             answer = " ".join(results)
+            row = _row("finalizer", 0.0, preview=answer)
+            return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
+                    "trace": [*state["trace"], row], "retelling_ok": None}
+        searched = [str(c["arguments"].get("query") or "") if isinstance(c["arguments"], dict) else ""
+                    for c in state["tool_calls"] if c["ok"]]
+        if self.scope is not None and searched and all(q and self.scope.foreign(q) for q in searched):
+            answer = off_topic_answer(searched, results)  # neighbours of a subject the news never name: say so
             row = _row("finalizer", 0.0, preview=answer)
             return {"messages": [{"role": "assistant", "content": answer}], "answer": answer,
                     "trace": [*state["trace"], row], "retelling_ok": None}

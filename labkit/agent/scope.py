@@ -68,6 +68,14 @@ class Scope:
         """Does the question speak the documents' words (``SHARED`` of its own at least)?"""
         return self.shared(question) >= SHARED
 
+    def foreign(self, text: str) -> bool:
+        """Does `text` have words, none of which occurs in the documents? («погода» in a base without weather news)
+
+        A search for such a text still returns its nearest news (vectors always have neighbours), but none of
+        them is about it: the agent says so before quoting them.
+        """
+        return bool(self.analyse(text)) and self.shared(text) == 0.0
+
 
 def corpus_scope(lab: Lab) -> Scope:
     """The scope of the lab's corpus: its lexemes (``ts_stat`` over the ``tsv`` column) and the same analyser.

@@ -27,6 +27,8 @@ from typing import Any, NamedTuple, Protocol
 from labkit.core.errors import LabError
 
 __all__ = [
+    "KIND_NAMES",
+    "kind_name",
     "DATA_DIR",
     "ID_COLUMN",
     "MAX_ID",
@@ -301,6 +303,20 @@ def read_queries(path: str | Path, split: str | None = None) -> list[LabelledQue
         where_split = f" with split {split!r}" if split is not None else ""
         raise DataError(f"{path}: no queries{where_split} in the file")
     return queries
+
+
+# One Russian name per kind of labelled query, for every table of the course (news, held-out, knowledge base).
+KIND_NAMES = {
+    "paraphrase": "парафраз", "homonym": "омоним", "entity": "компания или имя", "number": "число",
+    "typo": "опечатка или раскладка", "multiword": "длинный вопрос", "exact": "точный код или имя",
+    "code": "код", "exact_phrase": "точная фраза", "abbreviation": "сокращение", "number_date": "число или дата",
+    "multi_section": "несколько разделов", "filtered": "с фильтром", "no_answer": "ответа нет в базе",
+}
+
+
+def kind_name(kind: str) -> str:
+    """The Russian name of a kind of labelled query (``KIND_NAMES``); an unknown kind is shown as it is."""
+    return KIND_NAMES.get(kind, kind)
 
 
 def query_kinds(path: str | Path) -> dict[str, str]:

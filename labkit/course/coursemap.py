@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Lesson", "REPOSITORY", "notebook_title", "notebook_time", "course_map", "course_map_markdown"]
+__all__ = ["Lesson", "REPOSITORY", "notebook_title", "notebook_time", "time_minutes", "course_map", "course_hours",
+           "course_map_markdown"]
 
 REPOSITORY = Path(__file__).resolve().parents[2]  # the checkout labkit is installed from (editable)
 _TIME = re.compile(r"^\*\*Время\*\*: (.+?)\.?$", re.MULTILINE)
+# The words a header's time starts with («около получаса; …») and the minutes they mean.
+MINUTES = {"около десяти минут": 10, "около четверти часа": 15, "около двадцати минут": 20, "около получаса": 30,
+           "около сорока минут": 40, "около часа": 60, "около полутора часов": 90, "около двух часов": 120}
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,31 @@ def course_map(root: Path = REPOSITORY) -> list[Lesson]:
     return lessons
 
 
+def time_minutes(time: str) -> int:
+    """The minutes a header's time means: its words up to the first «,» or «;» (``MINUTES``), else ValueError."""
+    head = re.split(r"[,;]", time, maxsplit=1)[0].strip()
+    if head not in MINUTES:
+        raise ValueError(f"the time {time!r} starts with none of: {', '.join(MINUTES)}")
+    return MINUTES[head]
+
+
+# «около N часов» in words (the genitive after «около»): prose on a first screen carries no digits
+_HOURS = ("", "одного", "двух", "трёх", "четырёх", "пяти", "шести", "семи", "восьми", "девяти", "десяти", "одиннадцати",
+          "двенадцати", "тринадцати", "четырнадцати", "пятнадцати", "шестнадцати", "семнадцати", "восемнадцати",
+          "девятнадцати", "двадцати")
+
+
+def course_hours(root: Path = REPOSITORY) -> str:
+    """The whole course's time, the sum of its lessons' header times, in Russian words («около тринадцати часов»).
+
+    Taught in 00_intro.
+    """
+    hours = max(1, round(sum(time_minutes(lesson.time) for lesson in course_map(root)) / 60))
+    if hours >= len(_HOURS):
+        raise ValueError(f"a course of {hours} hours: extend _HOURS")
+    return f"около {_HOURS[hours]} {'часа' if hours == 1 else 'часов'}"
+
+
 def course_map_markdown(root: Path = REPOSITORY) -> str:
     """The course map as a Markdown table with links relative to ``notebooks/``. Taught in 00_intro."""
     rows = ["| Урок | Время |", "|---|---|"]
@@ -81,4 +110,5 @@ def course_map_markdown(root: Path = REPOSITORY) -> str:
         if lesson.solution:
             link += f"; [решение](../solutions/{lesson.solution.name})"
         rows.append(f"| {link} | {lesson.time} |")
+    rows.append(f"| **Весь курс** | {course_hours(root)} |")
     return "\n".join(rows)

@@ -4,8 +4,8 @@ On the knowledge base's ~400 chunk vectors the planner never walks the HNSW grap
 search: the filter's ids are read through the primary key and their distances computed exactly,
 which is both the cheapest and the right plan at that size. The graph's problem shows on a larger
 table, so ``copy_vectors`` makes one from the real chunk vectors: each vector ``copies`` times,
-moved by a little seeded noise (``noise``, relative to a unit vector) and renormalised, with its
-document's id in a column ``doc`` that has no index of its own; an HNSW index over it. It lives
+moved by a little seeded noise (``noise``, relative to a unit vector) and renormalised, with the
+chunk it copies in ``chunk`` and its document's id in a column ``doc`` that has no index of its own; an HNSW index over it. It lives
 in its own table (``<table>_vec_copies``), never the corpus' tables.
 
 ``filtered_scan`` runs ``WHERE doc = d ORDER BY embedding <=> q LIMIT k`` with the settings the
@@ -47,10 +47,14 @@ class CopyReport(NamedTuple):
 
 
 class ScanResult(NamedTuple):
-    """The ids a filtered search returned, best first, and the plan Postgres chose for it."""
+    """The ids a filtered search returned, best first, the chunks they copy (same order) and the plan Postgres chose.
+
+    Near-equal copies of one chunk may swap places between plans, so two scans agree when their ``chunks`` do.
+    """
 
     ids: list[int]
     plan: list[str]
+    chunks: list[int]
 
 
 def copies_table(lab: Lab) -> str:
@@ -73,22 +77,22 @@ def copy_vectors(lab: Lab, copies: int = 25, noise: float = 0.05, seed: int = 0)
     if not rows:
         raise ValueError(f"the corpus {corpus.name!r} has no vectors of {lab.embed_model} to copy; load it first")
     vectors = np.stack([as_array(row[2]) for row in rows])
-    docs = [int(row[1]) for row in rows]
+    chunks, docs = [int(row[0]) for row in rows], [int(row[1]) for row in rows]
     rng = np.random.default_rng(seed)
     name = sql.Identifier(table)
     with lab.conn.transaction():
         advisory_xact_lock(lab.conn, VECTOR_COPIES_LOCK)
         lab.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
-        lab.conn.execute(sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, doc integer NOT NULL, "
+        lab.conn.execute(sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, chunk integer NOT NULL, doc integer NOT NULL, "
                                  "embedding vector({}) NOT NULL)").format(name, sql.Literal(vectors.shape[1])))
         with lab.conn.cursor() as cur, cur.copy(
-                sql.SQL("COPY {} (id, doc, embedding) FROM STDIN WITH (FORMAT BINARY)").format(name)) as copy:
-            copy.set_types(["int4", "int4", "vector"])
+                sql.SQL("COPY {} (id, chunk, doc, embedding) FROM STDIN WITH (FORMAT BINARY)").format(name)) as copy:
+            copy.set_types(["int4", "int4", "int4", "vector"])
             for round_ in range(copies):
                 moved = vectors + rng.standard_normal(vectors.shape, dtype=np.float32) * (noise / np.sqrt(vectors.shape[1]))
                 moved /= np.linalg.norm(moved, axis=1, keepdims=True)
-                for row, (doc, vector) in enumerate(zip(docs, moved)):
-                    copy.write_row((round_ * len(docs) + row + 1, doc, vector.astype(np.float32)))
+                for row, (chunk, doc, vector) in enumerate(zip(chunks, docs, moved)):
+                    copy.write_row((round_ * len(docs) + row + 1, chunk, doc, vector.astype(np.float32)))
         lab.conn.execute(sql.SQL("ANALYZE {}").format(name))
         start = time.perf_counter()
         lab.conn.execute(sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
@@ -99,12 +103,12 @@ def copy_vectors(lab: Lab, copies: int = 25, noise: float = 0.05, seed: int = 0)
 
 _SCAN = """
 WITH found AS MATERIALIZED (
-    SELECT id, embedding <=> %(q)s AS distance FROM {table}
+    SELECT id, chunk, embedding <=> %(q)s AS distance FROM {table}
     WHERE doc = %(doc)s
     ORDER BY embedding <=> %(q)s
     LIMIT %(limit)s
 )
-SELECT id FROM found ORDER BY distance, id
+SELECT id, chunk FROM found ORDER BY distance, id
 """
 
 
@@ -129,5 +133,5 @@ def filtered_scan(lab: Lab, table: str, query: Any, doc: int, top_k: int = 10, *
         for name, value in settings.items():
             lab.conn.execute("SELECT set_config(%s, %s, true)", (name, value))
         plan = [row[0] for row in lab.conn.execute(sql.SQL("EXPLAIN (COSTS OFF) ") + statement, params)]
-        found = [row[0] for row in lab.conn.execute(statement, params)]
-    return ScanResult(found, plan)
+        found = lab.conn.execute(statement, params).fetchall()
+    return ScanResult([row[0] for row in found], plan, [row[1] for row in found])

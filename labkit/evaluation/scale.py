@@ -2,7 +2,9 @@
 
 Vectors (synthetic ones from ``labkit.evaluation.synthetic``, or real ones) live in their own
 table ``scale_vectors`` (never the lab corpus' tables), loaded with binary COPY; each row has a
-``topic`` for the filter lesson.
+``topic`` for the filter lesson. The first load takes ``SCALE_LOCK`` for the rest of the session:
+the table, its index and the measurements on them are one experiment, so a second kernel waits
+(and past the wait learns who holds it) instead of replacing the table under the first.
 Settings that change plans (``enable_seqscan``, ``hnsw.ef_search``,
 ``hnsw.iterative_scan``, ``maintenance_work_mem``) are set with
 ``set_config(..., true)``, i.e. ``SET LOCAL``: they end with the transaction. The searches
@@ -22,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from labkit.evaluation.synthetic import RARE_TOPIC, make_queries, make_vectors
+from labkit.store.locks import SCALE_LOCK, hold_session_lock
 
 __all__ = [
     "SCALE_TABLE",
@@ -54,6 +57,7 @@ def load_vectors(conn: psycopg.Connection[Any], vectors: np.ndarray, topics: Seq
     """(Re)create ``scale_vectors`` and fill it with binary COPY; return seconds taken. Taught in 12_scale."""
     if len(vectors) != len(topics):
         raise ValueError(f"{len(vectors)} vectors but {len(topics)} topics")
+    hold_session_lock(conn, SCALE_LOCK)  # until this session ends: a second kernel waits, it does not swap the table
     start = time.perf_counter()
     with conn.transaction():
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(_TABLE))
@@ -111,6 +115,7 @@ def build_hnsw(
     it is built in memory, otherwise pgvector warns and builds much more slowly.
     """
     index = sql.Identifier(f"{SCALE_TABLE}_hnsw")
+    hold_session_lock(conn, SCALE_LOCK)
     with conn.transaction():
         _set_local(conn, maintenance_work_mem=maintenance_work_mem)
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(index))

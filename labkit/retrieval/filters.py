@@ -69,9 +69,9 @@ class Range:
 
 def _text_value(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"filter {name!r}: values must be non-empty strings, got {value!r}")
+        raise ValueError(f"фильтр {name!r}: значения — непустые строки, а дано {value!r}")
     if len(value) > MAX_VALUE_CHARS or "\x00" in value:
-        raise ValueError(f"filter {name!r}: a value has at most {MAX_VALUE_CHARS} characters and no NUL, got {value[:40]!r}")
+        raise ValueError(f"фильтр {name!r}: значение — не длиннее {MAX_VALUE_CHARS} символов и без NUL, а дано {value[:40]!r}")
     return value
 
 
@@ -80,20 +80,20 @@ def _condition(name: str, value: Any) -> Match | Range:
     if isinstance(value, Mapping):
         unknown = set(value) - set(_RANGE_KEYS)
         if unknown or not value:
-            raise ValueError(f"filter {name!r}: a range has the keys 'from' and/or 'to', got {sorted(map(str, value))}")
+            raise ValueError(f"фильтр {name!r}: у диапазона ключи 'from' и/или 'to', а даны {sorted(map(str, value))}")
         ends = [value.get(key) for key in _RANGE_KEYS]
         for end in ends:
             if end is not None and (isinstance(end, bool) or not isinstance(end, (str, int))):
-                raise ValueError(f"filter {name!r}: range ends are ISO dates or integers, got {end!r}")
+                raise ValueError(f"фильтр {name!r}: концы диапазона — даты ISO или целые числа, а дано {end!r}")
         if all(end is None for end in ends):
-            raise ValueError(f"filter {name!r}: a range needs 'from' or 'to'")
+            raise ValueError(f"фильтр {name!r}: диапазону нужен 'from' или 'to'")
         low, high = (None if end is None else str(end) for end in ends)
         return Range(name, low, high)
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, (list, tuple)) or not values:
-        raise ValueError(f"filter {name!r}: give a string, a non-empty list of strings or a range, got {value!r}")
+        raise ValueError(f"фильтр {name!r}: нужна строка, непустой список строк или диапазон, а дано {value!r}")
     if len(values) > MAX_VALUES:
-        raise ValueError(f"filter {name!r}: at most {MAX_VALUES} values, got {len(values)}")
+        raise ValueError(f"фильтр {name!r}: не больше {MAX_VALUES} значений, а дано {len(values)}")
     return Match(name, tuple(dict.fromkeys(_text_value(name, v) for v in values)))
 
 
@@ -113,7 +113,7 @@ class Filters:
         given = {**(conditions or {}), **more}
         for name in given:
             if not isinstance(name, str) or not name:
-                raise ValueError(f"filter fields are non-empty strings, got {name!r}")
+                raise ValueError(f"поле фильтра — непустая строка, а дано {name!r}")
         return cls(tuple(_condition(name, value) for name, value in given.items()))
 
     def __bool__(self) -> bool:
@@ -129,31 +129,31 @@ class Filters:
         for condition in self.conditions:
             name = condition.field
             if name not in fields:
-                raise ValueError(f"the corpus {corpus.name!r} has no field {name!r} to filter on; "
-                                 f"fields: {', '.join(fields)}")
+                raise ValueError(f"у корпуса {corpus.name!r} нет поля {name!r} для фильтра; "
+                                 f"поля: {', '.join(fields)}")
             if name in seen:
-                raise ValueError(f"filter {name!r} is given twice")
+                raise ValueError(f"фильтр {name!r} задан дважды")
             seen.add(name)
             field = fields[name]
             if isinstance(condition, Match):
                 if field.sql_type != "text":
-                    raise ValueError(f"filter {name!r}: the field is {field.sql_type}; give a range "
+                    raise ValueError(f"фильтр {name!r}: поле типа {field.sql_type}, нужен диапазон "
                                      "{'from': ..., 'to': ...}")
                 unknown = [v for v in condition.values if field.names and v not in field.names]
                 if unknown:
-                    raise ValueError(f"filter {name!r}: {', '.join(map(repr, unknown))} is none of "
+                    raise ValueError(f"фильтр {name!r}: {', '.join(map(repr, unknown))} — нет среди значений "
                                      f"{', '.join(field.names)}")
                 continue
             if field.sql_type not in _RANGE_TYPES:
-                raise ValueError(f"filter {name!r}: a range needs a date or integer field, this one is text")
+                raise ValueError(f"фильтр {name!r}: диапазон бывает только у поля даты или целого числа, а это поле текстовое")
             ends = [end for end in (condition.low, condition.high) if end is not None]
             try:
                 parsed = [datetime.date.fromisoformat(end) if field.sql_type == "date" else int(end) for end in ends]
             except ValueError:
-                kind = "ISO dates YYYY-MM-DD" if field.sql_type == "date" else "integers"
-                raise ValueError(f"filter {name!r}: range ends must be {kind}, got {ends}") from None
+                kind = "датами ISO ГГГГ-ММ-ДД" if field.sql_type == "date" else "целыми числами"
+                raise ValueError(f"фильтр {name!r}: концы диапазона должны быть {kind}, а даны {ends}") from None
             if len(parsed) == 2 and parsed[0] > parsed[1]:  # type: ignore[operator]
-                raise ValueError(f"filter {name!r}: 'from' {ends[0]} is after 'to' {ends[1]}")
+                raise ValueError(f"фильтр {name!r}: 'from' {ends[0]} позже 'to' {ends[1]}")
 
     def where(self, corpus: Corpus) -> tuple[sql.Composable, dict[str, Any]]:
         """The conditions as one SQL predicate over `corpus`' table (checked first) and its parameters."""

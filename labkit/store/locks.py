@@ -20,7 +20,7 @@ from labkit.core.errors import LabError
 __all__ = ["LockBusy", "lock_holders", "advisory_lock", "advisory_xact_lock", "LOCK_WAIT_SECONDS", "LOCK_PURPOSES",
            "LOAD_LOCK", "LATENT_LOCK", "CHECKPOINT_LOCK", "EXPANSION_LOCK", "EXPANDED_VEC_LOCK", "FIELDED_VEC_LOCK",
            "CLASSROOM_LOCK", "CONTEXT_LOCK", "CONTEXT_VEC_LOCK", "CODE_INDEX_LOCK", "ALIASES_LOCK", "VECTOR_COPIES_LOCK",
-           "SHOP_LOCK"]
+           "SHOP_LOCK", "SCALE_LOCK", "hold_session_lock"]
 
 
 # Keys of the session-level advisory locks that serialise work across kernels, all in one place.
@@ -63,6 +63,11 @@ VECTOR_COPIES_LOCK = 0x7665_6363_7079  # 'veccpy': the copied chunk vectors (lab
 SHOP_LOCK = 0x73_686F_7021  # 'shop!': creating and loading the shop's schema and its reader role (labkit.store.shop)
 
 
+# Held by a session from its first load of ``scale_vectors`` until it disconnects: the table, its index and the
+# measurements on them are one experiment, so a second kernel (or ./run.sh bench) waits instead of replacing them.
+SCALE_LOCK = 0x7363_616C_6521  # 'scale!': the scale experiment's table (labkit.evaluation.scale)
+
+
 LOCK_PURPOSES = {LOAD_LOCK: "loading the corpus", LATENT_LOCK: "encoding the latent terms",
                  CHECKPOINT_LOCK: "setting up the agent's checkpoint tables",
                  EXPANSION_LOCK: "expanding the documents", EXPANDED_VEC_LOCK: "embedding the expanded documents",
@@ -70,7 +75,8 @@ LOCK_PURPOSES = {LOAD_LOCK: "loading the corpus", LATENT_LOCK: "encoding the lat
                  CLASSROOM_LOCK: "making a student's role and database",
                  CONTEXT_LOCK: "writing context lines for the chunks", CONTEXT_VEC_LOCK: "embedding the contextual chunks",
                  CODE_INDEX_LOCK: "creating the code-key index", ALIASES_LOCK: "mining the abbreviations",
-                 VECTOR_COPIES_LOCK: "copying the chunk vectors", SHOP_LOCK: "loading the shop"}
+                 VECTOR_COPIES_LOCK: "copying the chunk vectors", SHOP_LOCK: "loading the shop",
+                 SCALE_LOCK: "the scale experiment on table scale_vectors (12_scale or ./run.sh bench)"}
 
 
 # A loader holds LOAD_LOCK while it embeds new texts (each model request has its own timeout):
@@ -151,3 +157,17 @@ def advisory_lock(
         if not conn.closed:  # a closed session has released its locks already
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
+
+def hold_session_lock(conn: psycopg.Connection[Any], key: int, wait_seconds: float = LOCK_WAIT_SECONDS) -> None:
+    """Take the session-level advisory lock `key` unless this session holds it already; keep it until disconnect.
+
+    For work spread over many calls (and notebook cells) that another session must not interleave with.
+    A holder that waits too long gets ``LockBusy`` naming the holder. Taught in 12_scale.
+    """
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    held = conn.cursor(row_factory=tuple_row).execute(
+        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND pid = pg_backend_pid() "
+        "AND classid = %(high)s::bigint::oid AND objid = %(low)s::bigint::oid",
+        {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF}).fetchone()
+    if not held:
+        _take_lock(conn, key, wait_seconds, sql.SQL("pg_try_advisory_lock"))
