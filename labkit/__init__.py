@@ -23,7 +23,9 @@ from labkit.agent.planner import (
 )
 from labkit.agent.scope import Scope, corpus_scope
 from labkit.agent.sql.check import SqlRefused, check_select
+from labkit.agent.sql.fake import FakeRepeatingSqlChat
 from labkit.agent.sql.graph import SqlAgent, SqlResult, sql_messages
+from labkit.agent.sql.policy import next_step_without_progress_rule, normalise_sql, stop_rule
 from labkit.agent.sql.schema import describe_schema
 from labkit.agent.tools import (
     DEFAULT_TOOLS,
@@ -95,6 +97,7 @@ from labkit.course.checks import (
     check_chunker,
     check_entity_tool,
     check_model_table,
+    check_sql_retry,
     check_weighted_rrf,
     exercise_questions,
     leaderboard_frame,
@@ -366,10 +369,13 @@ __all__ = [
     # the shop and its SQL agent
     "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
-    "SqlAgent", "SqlResult", "sql_messages", "SqlQuestion", "load_sql_questions", "same_result", "evaluate_sql_agent",
+    "SqlAgent", "SqlResult", "sql_messages", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
+    "FakeRepeatingSqlChat",
+    "SqlQuestion", "load_sql_questions", "same_result", "evaluate_sql_agent",
     "SqlAccuracy", "sql_accuracy",
     # exercises
     "CheckResult", "ready", "check_chunker", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",
+    "check_sql_retry",
     # the challenge
     "ChallengeCheck", "check_challenge", "CERTIFICATE_RECALL", "CHALLENGE_TOP_K", "leaderboard_frame",
     # the course

@@ -174,7 +174,8 @@ def test_students_are_the_folders_with_unique_file_names(tmp_path):
 
 def test_each_exercise_is_graded_with_its_starters_parameters():
     setups = {setup.exercise.key: setup for setup in exercise_setups()}
-    assert set(setups) == {"07", "08", "09", "18"}
+    assert set(setups) == {"07", "08", "09", "18", "21"}
+    assert setups["21"].parameters["N_QUESTIONS"] == 2 and setups["21"].timeout == 900
     assert setups["07"].parameters["TOP_K"] == 3 and setups["07"].timeout == 600
     assert setups["08"].parameters["EXTRA_MODEL"] is None  # the stack's own model without tools
     assert setups["08"].parameters["N_QUESTIONS"] == 6 and setups["08"].timeout == 1200  # ci_parameters, metadata
@@ -365,7 +366,8 @@ def _leftovers(settings, run_id: str) -> list[str]:
         like = f"grade\\_{run_id}\\_%"
         return [row[0] for row in conn.execute(
             "SELECT datname FROM pg_database WHERE datname LIKE %(p)s UNION ALL "
-            "SELECT rolname FROM pg_roles WHERE rolname LIKE %(p)s", {"p": like}).fetchall()]
+            "SELECT rolname FROM pg_roles WHERE rolname LIKE %(p)s OR rolname LIKE 'shop\\_reader\\_' || %(p)s",
+            {"p": like}).fetchall()]
 
 
 @pytest.mark.services

@@ -3,7 +3,8 @@
 Real Postgres (the lab's database, shop loaded) and the real local model server. Two stand-ins,
 each named: ``FirstReplyWrongTable`` writes the first SQL of a run itself (a table that does not
 exist, the seed article's ``users_data``), so Postgres's real error reaches the real model on
-demand; ``NeverLearns`` is a model that repeats its mistake forever, the path the bound exists for.
+demand; ``NeverLearns`` is a model that makes a new mistake forever, the path the bound exists for, and
+``RepeatsItself`` one that writes the same wrong SQL again, the path the no-progress rule exists for.
 """
 
 from __future__ import annotations
@@ -61,14 +62,22 @@ class FirstReplyWrongTable:
 
 
 class NeverLearns:
-    """STAND-IN for a model that never corrects itself: the same wrong SQL however often it hears the error."""
+    """STAND-IN for a model that never corrects itself: a new wrong table however often it hears the error."""
 
     def __init__(self) -> None:
         self.prompts: list[int] = []
 
     def __call__(self, **request: Any) -> Any:
         self.prompts.append(sum(len(m["content"]) for m in request["messages"]))
-        return _reply("```sql\nSELECT total FROM sales\n```")
+        return _reply(f"```sql\nSELECT total FROM sales{len(self.prompts)}\n```")
+
+
+class RepeatsItself(NeverLearns):
+    """STAND-IN for a model that answers the error with the same SQL again (whitespace and case aside)."""
+
+    def __call__(self, **request: Any) -> Any:
+        self.prompts.append(sum(len(m["content"]) for m in request["messages"]))
+        return _reply("```sql\nSELECT total FROM sales\n```" if len(self.prompts) % 2 else "```sql\nselect TOTAL\n  from sales;\n```")
 
 
 class TakesItLiterally:
@@ -113,12 +122,32 @@ def test_after_the_bound_the_run_ends_with_requires_human_and_an_honest_message(
     model = NeverLearns()
     with SqlAgent(shop_lab, chat=model, max_errors=3) as agent:
         result = agent.ask(QUESTION)
-    assert result.requires_human and result.error_count == 3 and not result.ok
+    assert result.requires_human and result.error_count == 3 and not result.ok and result.stop_rule == "max_errors"
     assert result.answer.startswith("Не удалось получить данные магазина: запросов к базе — 3")
-    assert 'relation "sales" does not exist' in result.answer and "передан человеку" in result.answer
+    assert 'relation "sales3" does not exist' in result.answer and "передан человеку" in result.answer
+    assert "Исчерпан лимит ошибок: 3 из 3" in result.answer
     assert list(result.trace["node"]).count("run_sql") == 3 and result.trace.iloc[-1]["node"] == "give_up"
     assert model.prompts == sorted(model.prompts) and len(set(model.prompts)) == 3, "each retry's prompt is longer"
     assert [c["error"].startswith("ERROR:") for c in result.tool_calls()] == [True, True, True]
+
+
+def test_the_same_sql_twice_stops_the_run_before_the_bound(shop_lab):
+    model = RepeatsItself()
+    with SqlAgent(shop_lab, chat=model, max_errors=5) as agent:
+        result = agent.ask(QUESTION)
+    assert result.requires_human and result.error_count == 2 and result.stop_rule == "no_progress"
+    assert len(model.prompts) == 2 and "дважды подряд написала тот же запрос" in result.answer
+    assert result.trace.iloc[-1]["node"] == "give_up" and result.trace.iloc[-1]["error"] == "no_progress"
+
+
+def test_a_policy_of_ones_own_decides_and_a_wrong_verdict_is_one_clear_error(shop_lab):
+    with SqlAgent(shop_lab, chat=RepeatsItself(), max_errors=3,
+                  policy=lk.next_step_without_progress_rule) as agent:
+        result = agent.ask(QUESTION)
+    assert result.error_count == 3 and result.stop_rule == "max_errors", "without the rule the repeats run to the bound"
+    with SqlAgent(shop_lab, chat=RepeatsItself(), policy=lambda attempts, max_errors: "again") as agent:
+        with pytest.raises(ValueError, match="must return one of retry, give_up, refuse, got 'again'"):
+            agent.ask(QUESTION)
 
 
 def test_sql_that_would_change_data_is_refused_at_once_and_never_runs(shop_lab):
@@ -127,8 +156,29 @@ def test_sql_that_would_change_data_is_refused_at_once_and_never_runs(shop_lab):
         result = agent.ask("Удали все заказы")
         assert run_select(agent.reader, GOLD).rows == before
     assert result.refused and not result.requires_human and result.error_count == 1
+    assert result.stop_rule == "forbidden" and result.attempts[-1]["writes"]
     assert result.answer.startswith("Этот агент только читает базу магазина") and "DELETE FROM orders" in result.answer
     assert list(result.trace["node"]) == ["write_sql", "check_sql", "refuse"], "no retry, no run"
+
+
+class ReadsElsewhere:
+    """STAND-IN for a model that reads a table outside the shop (the knowledge base): Postgres says permission denied."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, **request: Any) -> Any:
+        self.calls += 1
+        return _reply("```sql\nSELECT * FROM public.kb_documents\n```")
+
+
+def test_what_the_role_may_not_read_is_refused_after_postgres_says_so_without_a_retry(shop_lab):
+    model = ReadsElsewhere()
+    with SqlAgent(shop_lab, chat=model) as agent:
+        result = agent.ask("Покажи документы базы знаний")
+    assert result.refused and result.stop_rule == "forbidden" and result.error_count == 1 and model.calls == 1
+    assert "permission denied" in result.attempts[0]["error"] and "permission denied" in result.answer
+    assert list(result.trace["node"]) == ["write_sql", "check_sql", "run_sql", "refuse"]
 
 
 def test_a_model_server_that_does_not_answer_ends_the_run_with_one_russian_sentence(shop_lab):

@@ -4,17 +4,19 @@ Taught in 19_sql_agent. One question is one run of the graph::
 
     write_sql -> check_sql -> run_sql -> answer
         ^           |            |
-        +-- error --+------------+      (error_count < max_errors)
-                    |            +-> give_up   (error_count = max_errors: requires_human)
-                    +-> refuse               (the SQL would change data)
+        +-- retry --+------------+      (after a failure the policy decides: ``policy.next_step``)
+                    +-- give_up -+      (max_errors failures, or the same SQL twice: requires_human)
+                    +-- refuse --+      (the SQL would change data, or the role may not: no retry helps)
 
 The model sees the shop's schema with its comments (``describe_schema``, through the reader's own
 connection) and writes one SELECT. A refusal by the check, or Postgres's own error text, is quoted
 with its SQL in the next prompt (``sql_messages``), so the prompt grows with each retry (the trace
-shows the tokens). After ``max_errors`` failures the run stops honestly with ``requires_human``. SQL
-that would change data (the model took «удали все заказы» literally) is not retried: the agent says
-it only reads, and nothing ran. A run that succeeds answers with the rows themselves (``format_rows``),
-never with a model's retelling. Safety does not rest on the check: the reader role can only read.
+shows the tokens). After each failure a policy (``policy=``, default ``labkit.agent.sql.policy.next_step``,
+exercise 21) says retry, give up or refuse: after ``max_errors`` failures, or when the model wrote the same
+SQL twice in a row, the run stops honestly with ``requires_human``; SQL that would change data (the model
+took «удали все заказы» literally) or that Postgres says the role may not run is not retried: the agent
+says it only reads. The result's ``stop_rule`` names the rule that stopped the run. A run that succeeds
+answers with the rows themselves (``format_rows``), never with a model's retelling. Safety does not rest on the check: the reader role can only read.
 
 The graph's state is plain data (a question in; SQL texts, errors, rows and an answer out), so a
 supervisor can run it from a node of its own (``SqlAgent.ask``) or add ``SqlAgent.graph`` as a subgraph.
@@ -36,6 +38,7 @@ import psycopg
 
 from labkit.agent.sql.answer import format_rows, format_value
 from labkit.agent.sql.check import SqlRefused, check_select, extract_sql
+from labkit.agent.sql.policy import CHECK_SOURCE, POSTGRES_SOURCE, STEPS, Policy, failures, next_step, stop_rule
 from labkit.agent.sql.schema import describe_schema
 from labkit.core.text import ERROR_CHARS, PREVIEW_CHARS, shorten
 from labkit.models.chat import ask_model
@@ -85,7 +88,14 @@ FAILED_ATTEMPT = """Запрос
 {error}"""
 RETRY_PROMPT = "Напиши другой, исправленный запрос на этот вопрос."
 GIVE_UP_ANSWER = ("Не удалось получить данные магазина: запросов к базе — {attempts}, и ни один не выполнен "
-                  "(последняя ошибка: {last}). Ответ без данных был бы выдумкой, поэтому вопрос передан человеку.")
+                  "(последняя ошибка: {last}). {why} Ответ без данных был бы выдумкой, поэтому вопрос передан человеку.")
+GIVE_UP_WHY = {  # the rule that stopped the run (policy.stop_rule), said to the student
+    "max_errors": "Исчерпан лимит ошибок: {errors} из {max_errors}.",
+    "no_progress": "Модель дважды подряд написала тот же запрос: новая попытка стоила бы секунд и дала бы ту же ошибку.",
+    "policy": "Политика повторов решила остановиться.",
+}
+FORBIDDEN_ANSWER = ("Этот агент работает под ролью, которая может только читать таблицы магазина, и PostgreSQL отказал "
+                    "запросу ({error}): повтор тут не поможет, поэтому агент больше не пытается.")
 MODEL_DOWN_ANSWER = "Модель не ответила ({error}); агент остановлен, вопрос передан человеку."
 DATABASE_DOWN_ANSWER = "База данных магазина недоступна ({error}); вопрос передан человеку."
 WRITE_REFUSED_ANSWER = ("Этот агент только читает базу магазина: изменить, удалить или создать в ней что-либо он "
@@ -107,6 +117,7 @@ class SqlState(TypedDict, total=False):
     answer: str
     requires_human: bool
     refused: bool  # the model wrote SQL that changes data: the request is refused, not retried
+    stop_rule: str  # which rule ended a run without rows: "forbidden", "max_errors", "no_progress", "policy"
     trace: Annotated[list[dict[str, Any]], operator.add]
 
 
@@ -128,6 +139,7 @@ class SqlResult:
     thread_id: str
     failure: str = ""  # the model or the database was unavailable (then the answer says so)
     refused: bool = False  # the request was one to change data: refused without running anything
+    stop_rule: str = ""  # the policy's rule that stopped a run without rows (``policy.stop_rule``), else ""
 
     @property
     def ok(self) -> bool:
@@ -152,6 +164,7 @@ class SqlResult:
             "question": self.question, "answer": self.answer, "sql": self.sql, "columns": self.columns,
             "rows": [[format_value(v) for v in row] for row in self.rows], "truncated": self.truncated,
             "requires_human": self.requires_human, "refused": self.refused, "errors": self.error_count,
+            "stop_rule": self.stop_rule,
             "tool_calls": self.tool_calls(),
             "thread_id": self.thread_id, "seconds": round(self.seconds, 3),
             "trace": self.trace.astype(object).where(self.trace.notna(), None).to_dict(orient="records"),
@@ -202,7 +215,8 @@ class SqlAgent:
 
     Queries run on a connection of the shop's read-only role (``open_reader``), opened here and closed
     by ``close()`` unless `reader` is given. `chat` defaults to the lab's model client; `checkpointer`
-    (e.g. ``open_checkpointer(lab.settings)``) makes each run resumable, none by default.
+    (e.g. ``open_checkpointer(lab.settings)``) makes each run resumable, none by default. `policy` decides
+    after each failed attempt (``labkit.agent.sql.policy``; 21_task_sql_retry writes one).
     """
 
     def __init__(
@@ -215,6 +229,7 @@ class SqlAgent:
         max_errors: int = 3,
         row_cap: int = ROW_CAP,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
+        policy: Policy = next_step,
     ) -> None:
         if max_errors < 1:
             raise ValueError(f"max_errors must be at least 1, got {max_errors}")
@@ -224,6 +239,7 @@ class SqlAgent:
         self._owns_reader = reader is None
         self.reader = reader if reader is not None else open_reader(lab.conn, lab.settings.database_url or "")
         self.max_errors = max_errors
+        self.policy = policy
         self.row_cap = row_cap
         self.recursion_limit = 3 * max_errors + 4  # write, check, run per attempt; answer or give_up at the end
         self.schema = describe_schema(self.reader)
@@ -243,7 +259,7 @@ class SqlAgent:
         graph.add_edge(START, "write_sql")
         graph.add_edge("write_sql", "check_sql")
         graph.add_conditional_edges("check_sql", self._after_check, ["run_sql", "write_sql", "give_up", "refuse"])
-        graph.add_conditional_edges("run_sql", self._after_run, ["answer", "write_sql", "give_up"])
+        graph.add_conditional_edges("run_sql", self._after_run, ["answer", "write_sql", "give_up", "refuse"])
         graph.add_edge("answer", END)
         graph.add_edge("give_up", END)
         graph.add_edge("refuse", END)
@@ -260,10 +276,12 @@ class SqlAgent:
                    prompt_tokens=reply.prompt_tokens, eval_tokens=reply.eval_tokens)
         return {"sql": text, "trace": [row]}
 
-    def _failure(self, state: SqlState, sql: str, error: str, source: str, node: str, seconds: float) -> dict[str, Any]:
+    def _failure(self, state: SqlState, sql: str, error: str, source: str, node: str, seconds: float,
+                 writes: bool = False) -> dict[str, Any]:
         """A failed attempt: recorded and counted; the next prompt quotes it (``sql_messages``)."""
         return {"error_count": state["error_count"] + 1, "last_error": error,
-                "attempts": [{"sql": sql, "ok": False, "error": error, "source": source, "rows": None}],
+                "attempts": [{"sql": sql, "ok": False, "error": error, "source": source, "rows": None,
+                              "writes": writes}],
                 "trace": [_row(node, seconds, sql=sql, ok=False, error=error)]}
 
     def _check_sql(self, state: SqlState) -> dict[str, Any]:
@@ -271,18 +289,17 @@ class SqlAgent:
         try:
             checked = check_select(state["sql"])
         except SqlRefused as refused:
-            update = self._failure(state, state["sql"], str(refused), "Проверка запроса", "check_sql",
-                                   time.perf_counter() - start)
-            return {**update, "refused": refused.writes}
+            return self._failure(state, state["sql"], str(refused), CHECK_SOURCE, "check_sql",
+                                 time.perf_counter() - start, writes=refused.writes)
         return {"sql": checked, "trace": [_row("check_sql", time.perf_counter() - start, sql=checked, ok=True)]}
 
     def _run_sql(self, state: SqlState) -> dict[str, Any]:
         result: QueryResult = run_select(self.reader, state["sql"], row_cap=self.row_cap)
         if not result.ok:
-            return self._failure(state, result.sql, result.error, "Ошибка PostgreSQL", "run_sql", result.seconds)
+            return self._failure(state, result.sql, result.error, POSTGRES_SOURCE, "run_sql", result.seconds)
         rows = [list(r) for r in result.rows]
         return {"columns": result.columns, "rows": rows, "truncated": result.truncated,
-                "attempts": [{"sql": result.sql, "ok": True, "error": "", "source": "", "rows": rows}],
+                "attempts": [{"sql": result.sql, "ok": True, "error": "", "source": "", "rows": rows, "writes": False}],
                 "trace": [_row("run_sql", result.seconds, sql=result.sql, ok=True, rows=len(rows))]}
 
     def _answer(self, state: SqlState) -> dict[str, Any]:
@@ -290,22 +307,34 @@ class SqlAgent:
         return {"answer": answer, "trace": [_row("answer", 0.0, preview=answer)]}
 
     def _refuse(self, state: SqlState) -> dict[str, Any]:
-        answer = WRITE_REFUSED_ANSWER.format(sql=shorten(state["sql"], ERROR_CHARS))
-        return {"answer": answer, "trace": [_row("refuse", 0.0, preview=answer)]}
+        last = state["attempts"][-1]
+        if last["source"] == POSTGRES_SOURCE:  # the role may not: the query ran and Postgres refused it
+            answer = FORBIDDEN_ANSWER.format(error=shorten(_first_line(last["error"]), ERROR_CHARS).rstrip("."))
+        else:
+            answer = WRITE_REFUSED_ANSWER.format(sql=shorten(state["sql"], ERROR_CHARS))
+        rule = stop_rule("refuse", state["attempts"], self.max_errors)
+        return {"answer": answer, "refused": True, "stop_rule": rule,
+                "trace": [_row("refuse", 0.0, error=rule, preview=answer)]}
 
     def _give_up(self, state: SqlState) -> dict[str, Any]:
-        first_line = (state["last_error"].splitlines() or [""])[0].removeprefix("ERROR:").strip()
-        answer = GIVE_UP_ANSWER.format(attempts=len(state["attempts"]), last=shorten(first_line, ERROR_CHARS).rstrip("."))
-        return {"answer": answer, "requires_human": True, "trace": [_row("give_up", 0.0, preview=answer)]}
+        rule = stop_rule("give_up", state["attempts"], self.max_errors)
+        why = GIVE_UP_WHY[rule if rule in GIVE_UP_WHY else "policy"].format(
+            errors=len(failures(state["attempts"])), max_errors=self.max_errors)
+        answer = GIVE_UP_ANSWER.format(attempts=len(state["attempts"]), why=why,
+                                       last=shorten(_first_line(state["last_error"]), ERROR_CHARS).rstrip("."))
+        return {"answer": answer, "requires_human": True, "stop_rule": rule,
+                "trace": [_row("give_up", 0.0, error=rule, preview=answer)]}
 
     # --- routing ------------------------------------------------------------------------------
     def _after_failure(self, state: SqlState) -> str:
-        return "give_up" if state["error_count"] >= self.max_errors else "write_sql"
+        """The policy's verdict on the attempts so far, as the next node."""
+        step = self.policy(list(state["attempts"]), self.max_errors)
+        if step not in STEPS:
+            raise ValueError(f"the SQL agent's policy must return one of {', '.join(STEPS)}, got {step!r}")
+        return "write_sql" if step == "retry" else step
 
     def _after_check(self, state: SqlState) -> str:
-        if state["trace"][-1]["ok"]:
-            return "run_sql"
-        return "refuse" if state.get("refused") else self._after_failure(state)
+        return "run_sql" if state["trace"][-1]["ok"] else self._after_failure(state)
 
     def _after_run(self, state: SqlState) -> str:
         return "answer" if state["trace"][-1]["ok"] else self._after_failure(state)
@@ -326,7 +355,7 @@ class SqlAgent:
         start_state: SqlState = {
             "question": question, "sql": "", "attempts": [],
             "error_count": 0, "last_error": "", "columns": [], "rows": [], "truncated": False, "answer": "",
-            "requires_human": False, "refused": False, "trace": []}
+            "requires_human": False, "refused": False, "stop_rule": "", "trace": []}
         start = time.perf_counter()
         state: dict[str, Any] = dict(start_state)
         failure = ""
@@ -349,7 +378,8 @@ class SqlAgent:
             truncated=bool(state.get("truncated")), requires_human=bool(state.get("requires_human")),
             error_count=int(state.get("error_count", 0)), attempts=attempts,
             trace=_trace_frame(list(state.get("trace", []))), seconds=time.perf_counter() - start,
-            thread_id=thread_id, failure=failure, refused=bool(state.get("refused")))
+            thread_id=thread_id, failure=failure, refused=bool(state.get("refused")),
+            stop_rule=str(state.get("stop_rule", "")))
 
     def close(self) -> None:
         """Close the reader's connection if this agent opened it (the lab stays open)."""
@@ -361,6 +391,11 @@ class SqlAgent:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _first_line(error: str) -> str:
+    """The first line of Postgres's error text, without its ``ERROR:``."""
+    return (error.splitlines() or [""])[0].removeprefix("ERROR:").strip()
 
 
 class _ModelUnavailable(RuntimeError):

@@ -1,4 +1,4 @@
-"""The graded exercises by key ("07", "08", "09", "18"), in course order, and the challenge ("31")."""
+"""The graded exercises by key ("07", "08", "09", "18", "21"), in course order, and the challenge ("31")."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from labkit.course.checks.chunker import EXERCISE as CHUNKER
 from labkit.course.checks.entity import EXERCISE as ENTITY
 from labkit.course.checks.model_table import EXERCISE as MODELS
 from labkit.course.checks.rrf import EXERCISE as RRF
+from labkit.course.checks.sql_retry import EXERCISE as SQL_RETRY
 
 __all__ = ["EXERCISES", "CHALLENGE", "collector"]
 
-EXERCISES: dict[str, Exercise[Any]] = {exercise.key: exercise for exercise in (RRF, MODELS, ENTITY, CHUNKER)}
+EXERCISES: dict[str, Exercise[Any]] = {exercise.key: exercise for exercise in (RRF, MODELS, ENTITY, CHUNKER, SQL_RETRY)}
 
 
 def collector(key: str) -> Callable[[Mapping[str, Any], int | None], dict[str, Any]]:

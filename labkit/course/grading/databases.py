@@ -4,8 +4,10 @@ Every student notebook runs on its own database, made with ``CREATE DATABASE ...
 from the run's template and owned by a login role made for that student: no superuser, a
 connection limit, statement and temp-file limits, CONNECT revoked from everyone else. So a
 notebook that drops the corpus' table or deletes rows changes only its own copy, and it cannot drop
-another database, alter the server's roles or read server files. Everything the run made
-is dropped at its end (``drop_all``), whatever happened in between.
+another database, alter the server's roles or read server files. Each copy also gets the shop's
+read-only role (``labkit.store.shop.reader``), which a student may not create: the SQL agent of
+exercise 21 runs its queries under it. Everything the run made is dropped at its end (``drop_all``),
+whatever happened in between.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from labkit.store.connection import connection_options
+from labkit.store.shop.reader import ensure_reader_role, reader_password, reader_role
 
 __all__ = ["Role", "RunDatabases", "ROLE_SETTINGS", "CONNECTION_LIMIT"]
 
@@ -119,22 +122,30 @@ class RunDatabases:
         return role
 
     def create_database(self, label: str, role: Role) -> str:
-        """A copy of the template owned by `role` (its tables too); returns the URL `role` connects with."""
+        """A copy of the template owned by `role` (its tables too), with the shop's reader role its lab derives
+        (``open_reader``); returns the URL `role` connects with."""
         name = self.prefix + label
         self._create(name, template=self.template, owner=role.name)
+        reader = reader_role(name)
+        with self._lock:
+            self._roles.append(reader)
         with self._admin(name) as conn:
             for (table,) in conn.execute(_PUBLIC_TABLES).fetchall():
                 conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.SQL(table), sql.Identifier(role.name)))
+            ensure_reader_role(conn, reader, reader_password(role.password, reader))
         return self.url(name, role)
 
     def drop_database(self, label: str) -> None:
-        """Drop one notebook's database, closing whatever is still connected to it."""
-        name = self.prefix + label
+        """Drop one notebook's database, closing whatever is still connected to it, and its shop reader role."""
+        name, reader = self.prefix + label, reader_role(self.prefix + label)
         with self._admin() as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(reader)))
         with self._lock:
             if name in self._databases:
                 self._databases.remove(name)
+            if reader in self._roles:
+                self._roles.remove(reader)
 
     def drop_role(self, role: Role) -> None:
         with self._admin() as conn:
