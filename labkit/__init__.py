@@ -276,7 +276,15 @@ from labkit.retrieval.modes import (
 from labkit.retrieval.pipeline import Pipeline, search_fused
 from labkit.retrieval.questions import ExpansionReport, ensure_expansion, parse_questions
 from labkit.retrieval.rerankers.coverage import Coverage, covered_lexemes, rerank_by_coverage
-from labkit.retrieval.rerankers.judge import JUDGE_DEPTH, Judge, corpus_text, judge_scores, rerank_by_judge
+from labkit.retrieval.rerankers.judge import (
+    JUDGE_DEPTH,
+    KB_SHIPPED_SCORES,
+    Judge,
+    corpus_text,
+    judge_scores,
+    rerank_by_judge,
+    shipped_models,
+)
 from labkit.retrieval.rewriters.aliases import (
     Aliases,
     aliases_table,
@@ -327,7 +335,7 @@ __all__ = [
     "Correction", "correct_query", "corrected", "from_latin_layout",
     "COVERAGE_DEPTH", "COVERAGE_DEPTHS", "covered", "covered_lexemes", "rerank_by_coverage",
     "Branch", "Need", "Pipeline", "Spelling", "Coverage", "SpecError", "pipeline_spec", "pipeline_from_spec",
-    "JUDGE_DEPTH", "judged", "judge_scores", "rerank_by_judge", "Judge", "judge_relevance", "yes_probability",
+    "JUDGE_DEPTH", "judged", "judge_scores", "rerank_by_judge", "shipped_models", "KB_SHIPPED_SCORES", "Judge", "judge_relevance", "yes_probability",
     "JudgeUnavailable", "SCORE_STATS", "judged_pairs", "separation", "BENCH_DEPTHS", "bench_pairs", "measure_judge_cost",
     "JUDGE_SYSTEM", "JUDGE_INSTRUCT", "judge_messages", "corpus_text", "KB_ARTICLE_RECALL_AT_10",
     "Stored", "SEARCH_MODES", "available_modes", "unavailable_modes", "mode_problem", "skipped_note",

@@ -187,3 +187,13 @@ def test_a_search_for_a_subject_the_news_never_name_says_so_before_quoting(agent
     state["tool_calls"][0]["arguments"] = {"query": "ключевая ставка"}
     state["results"] = [lk.call_tool("search_articles", {"query": "ключевая ставка"}, lab=lab_ro).content]
     assert not agent._finalizer(state)["answer"].startswith("Новостей об этом в базе нет")
+
+
+def test_a_topic_the_news_never_spell_is_not_declared_absent(agent, lab_ro):
+    """«спорт» is in no news text, yet it is a topic of the base (seven sport news): its news are retold, not disowned."""
+    assert agent.scope.foreign("спорт"), "the word itself is in no news: the case this guards"
+    result = lk.call_tool("search_articles", {"query": "спорт"}, lab=lab_ro)
+    state = {"question": "Какие есть новости про спорт?", "results": [result.content], "trace": [],
+             "tool_calls": [{"name": "search_articles", "arguments": {"query": "спорт"}, "ok": True}]}
+    answer = agent._finalizer(state)["answer"]
+    assert answer and not answer.startswith("Новостей об этом в базе нет")

@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 from labkit.agent.faithfulness import check_answer, cited_ids, extractive_answer, off_topic_answer, retrieved_ids
 from labkit.agent.markup import strip_markup
 from labkit.agent.planner import ANSWER_TOKENS, FINAL_PROMPT, PLAN_TOKENS, REPLY_PROMPT, SYSTEM_PROMPT, plan
+from labkit.agent.routing import names_tool_values
 from labkit.agent.scope import corpus_scope
 from labkit.agent.tools import DEFAULT_TOOLS, call_tool, format_result, tool_schema
 from labkit.core.settings import Settings
@@ -346,7 +347,8 @@ class Agent:
             return _unretold(state, " ".join(results))
         searched = [str(c["arguments"].get("query") or "") if isinstance(c["arguments"], dict) else ""
                     for c in state["tool_calls"] if c["ok"]]
-        if self.scope is not None and searched and all(q and self.scope.foreign(q) for q in searched):
+        if (self.scope is not None and searched and all(q and self.scope.foreign(q) for q in searched)
+                and not names_tool_values(question, self.tools)):  # «спорт» is a topic, though no news says the word
             return _unretold(state, off_topic_answer(searched, results))  # neighbours of a subject the news never name
         prompt = "Данные из базы:\n" + "\n".join(results) + f"\n\nВопрос: {question}"
         messages = [{"role": "system", "content": FINAL_PROMPT}, {"role": "user", "content": prompt}]

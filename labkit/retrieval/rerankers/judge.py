@@ -39,7 +39,7 @@ from labkit.store.scorecache import ScoreKey, cached_scores, text_md5
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["JUDGE_DEPTH", "SHIPPED_SCORES", "KB_SHIPPED_SCORES", "SHIPPED_FILES", "shipped_scores", "corpus_text", "load_shipped_scores", "write_shipped_scores", "judge_scores",
+__all__ = ["JUDGE_DEPTH", "SHIPPED_SCORES", "KB_SHIPPED_SCORES", "SHIPPED_FILES", "shipped_scores", "shipped_models", "corpus_text", "load_shipped_scores", "write_shipped_scores", "judge_scores",
            "rerank_by_judge", "Judge"]
 
 JUDGE_DEPTH = 20  # the head a judge reads by default: the seed article re-ranks the fused top-20
@@ -86,6 +86,11 @@ def shipped_scores(paths: Sequence[Path] = SHIPPED_FILES) -> dict[ScoreKey, floa
     for path in paths:
         merged.update(load_shipped_scores(path))
     return merged
+
+
+def shipped_models(paths: Sequence[Path] = SHIPPED_FILES) -> set[str]:
+    """The chat models whose judge scores of the current prompt ship with the course (no model call needed)."""
+    return {key.model for key in shipped_scores(paths) if key.prompt_md5 == PROMPT_MD5}
 
 
 def write_shipped_scores(lab: Lab, queries: Sequence[str], models: Sequence[str], path: Path = SHIPPED_SCORES) -> int:
