@@ -20,3 +20,25 @@ def test_invalid_answer_falls_back_and_is_recorded(raw):
 def test_fallback_must_be_a_route():
     with pytest.raises(ValueError, match="not one of"):
         parse_route('{"route": "data"}', "shop")
+
+
+def test_first_token_alternatives_score_every_route_and_the_bias_calibrates_them():
+    from labkit.agent.supervisor.routes import pick_route, route_scores
+
+    alternatives = [("data", -0.6), ("both", -1.1), ("documents", -3.1), ("small", -3.3), ("out", -3.6), ("x", -7.0)]
+    scores = route_scores(alternatives)
+    assert set(scores) == set(ROUTES) and scores["data"] == pytest.approx(-0.6)
+    assert pick_route(scores, {}) == "data"  # the raw lean of a small model
+    assert pick_route(scores, {"documents": 3.0}) == "documents"  # calibrated: -3.1 + 3.0 > -0.6
+    assert route_scores([("data", -0.1), ("both", -2.5)])["smalltalk"] == pytest.approx(-2.5), "unlisted: the floor"
+    with pytest.raises(ValueError):
+        route_scores([])
+
+
+def test_reach_leaves_numbers_and_codes_out_and_counts_the_shop_words():
+    from labkit.agent.supervisor.routes import reach
+
+    vocabulary = frozenset({"заказ", "москв", "возврат"})
+    assert reach({"заказ", "2025", "7748"}, vocabulary) == 1.0
+    assert reach({"погод", "москв"}, vocabulary) == 0.5
+    assert reach(set(), vocabulary) == 1.0

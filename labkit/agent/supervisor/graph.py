@@ -1,7 +1,8 @@
 """The supervisor (LangGraph): route, then the document agent, the SQL agent, both chained, or a polite answer.
 
-Design: ``route`` asks the chat model for ``{"route": ...}`` (validated by ``parse_route``; an invalid answer
-falls back to "documents", recorded). "both" runs the data agent first and then the document agent with the
+Design: ``route`` reads the route from the chat model's first-token scores over the enum, calibrated, then
+checks that the question speaks the shop's words (``labkit.agent.supervisor.routes``; a server without
+log-probabilities answers in JSON, validated by ``parse_route``). "both" runs the data agent first and then the document agent with the
 data's answer in its context, so the final answer is grounded in the knowledge base and mentions the numbers.
 Small talk and out-of-scope get a fixed polite Russian answer, no tool. Every node appends a trace row.
 Services down never raise: the model down gives the plain search results and a Russian ``degraded`` sentence,
@@ -13,15 +14,28 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
 from labkit.agent.markup import strip_markup
+from labkit.agent.scope import Scope, corpus_scope
+from labkit.agent.sql.schema import describe_schema
 from labkit.agent.supervisor.documents import ABSTAIN, DocumentAgent, plain_results
-from labkit.agent.supervisor.routes import ROUTES, parse_route
+from labkit.agent.supervisor.routes import (
+    REACH,
+    ROUTES,
+    RouteDecision,
+    parse_route,
+    pick_route,
+    reach,
+    route_messages,
+    route_scores,
+)
 from labkit.models.chat import ask_model
+from labkit.models.relevance import TOP_LOGPROBS, JudgeUnavailable, first_token_alternatives
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -38,12 +52,8 @@ OUT_OF_SCOPE = "Извините, это вне моей области: я от
 MODEL_DOWN = "Модель сейчас недоступна, поэтому показаны найденные фрагменты базы знаний без ответа модели."
 DATA_MODEL_DOWN = "Модель сейчас недоступна: на вопрос по данным ответить нельзя, попробуйте позже."
 DB_DOWN = "База данных сейчас недоступна: ответить нельзя, попробуйте позже."
-ROUTE_PROMPT = (
-    "Определи тип вопроса пользователя магазина ТехноМир. Ответь только JSON {\"route\": \"...\"}, где route одно из: "
-    "documents (инструкции, правила, гарантия, характеристики из базы знаний), data (числа о товарах, заказах, "
-    "возвратах, продажах из базы данных магазина), both (нужно и то и другое), smalltalk (приветствие, благодарность), "
-    "out_of_scope (не про магазин или просьбы изменить/удалить данные, показать пароли).")
-ROUTE_TOKENS = 30
+ROUTE_TOKENS = 30  # the JSON answer of a server without log-probabilities
+AGENT_ROUTES = ("documents", "data", "both")  # the routes that run an agent: checked for the shop's words
 
 
 class SupState(TypedDict, total=False):
@@ -87,6 +97,17 @@ def _row(agent: str, node: str, graph_seconds: float, model: float = 0.0, tool: 
     return {"agent": agent, "node": node, "seconds_model": round(model, 4), "seconds_tool": round(tool, 4),
             "seconds_graph": round(max(graph_seconds - model - tool, 0.0), 4), "prompt_tokens": prompt,
             "generated_tokens": generated}
+
+
+def _field(response: Any, key: str) -> Any:
+    """A field of an Ollama chat response, whether a ``ChatResponse`` or its dict."""
+    return response.get(key) if isinstance(response, dict) else getattr(response, key, None)
+
+
+def _content(response: Any) -> str:
+    message = _field(response, "message")
+    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
+    return str(content or "")
 
 
 def _is_db_down(exc: BaseException) -> bool:
@@ -137,20 +158,46 @@ class Supervisor:
         return graph
 
     # --- nodes ---------------------------------------------------------------------------------
+    @cached_property
+    def scope(self) -> Scope:
+        """The shop's words: the knowledge base's lexemes and those of the shop database's schema and comments."""
+        kb = corpus_scope(self.kb_lab)
+        schema_words = kb.analyse(describe_schema(self.kb_lab.conn))
+        return Scope(lambda: kb.vocabulary | schema_words, kb.analyse)
+
+    def decide(self, question: str) -> RouteDecision:
+        """The route of `question`: the model's calibrated first-token scores, then the reach check. Taught in 20_supervisor.
+
+        Raises what the model client raises when the server is down (the ``route`` node degrades on it).
+        """
+        response = self.chat(model=self.model, messages=route_messages(question), think=False,
+                             options={"temperature": 0.0, "num_predict": 1}, logprobs=True, top_logprobs=TOP_LOGPROBS)
+        try:
+            scores = route_scores(first_token_alternatives(response))
+            decision = RouteDecision(pick_route(scores), False, _content(response), scores,
+                                     tokens=(_field(response, "prompt_eval_count"), _field(response, "eval_count")))
+        except JudgeUnavailable:  # a server without log-probabilities: the same prompt, a JSON answer, validated
+            reply = ask_model(self.chat, self.model, route_messages(question, "json"), think=False, num_predict=ROUTE_TOKENS)
+            decision = parse_route("" if reply.error else reply.content, "documents")
+        if decision.route in AGENT_ROUTES:
+            share = reach(self.scope.analyse(question), self.scope.vocabulary)
+            decision = replace(decision, route=decision.route if share >= REACH else "out_of_scope", reach=share)
+        return decision
+
     def _route(self, state: SupState) -> dict[str, Any]:
         start = time.perf_counter()
-        messages = [{"role": "system", "content": ROUTE_PROMPT}, {"role": "user", "content": state["question"]}]
+        prompt = generated = None
         try:
-            reply = ask_model(self.chat, self.model, messages, think=False, num_predict=ROUTE_TOKENS)
-            raw, model_s, p, g = ("" if reply.error else reply.content), reply.seconds, reply.prompt_tokens, reply.eval_tokens
-            degraded = MODEL_DOWN if reply.error else ""
+            decision = self.decide(state["question"])
+            route, degraded, (prompt, generated) = decision.route, "", decision.tokens
         except Exception as exc:  # the model server down or timing out: degrade, never raise
             if _is_db_down(exc):
                 raise
-            raw, model_s, p, g, degraded = "", time.perf_counter() - start, None, None, MODEL_DOWN
-        decision = parse_route(raw, "documents")
-        row = _row("supervisor", "route", time.perf_counter() - start, model=model_s, prompt=p, generated=g)
-        return {"kind": decision.route, "degraded": degraded, "steps": state.get("steps", 0) + 1, "trace": [*state.get("trace", []), row]}
+            route, degraded = "documents", MODEL_DOWN
+        seconds = time.perf_counter() - start
+        row = _row("supervisor", "route", seconds, model=seconds, prompt=prompt, generated=generated)
+        return {"kind": route, "degraded": degraded, "steps": state.get("steps", 0) + 1,
+                "trace": [*state.get("trace", []), row]}
 
     def _after_route(self, state: SupState) -> str:
         kind = state["kind"]

@@ -1,29 +1,120 @@
-"""The supervisor's routing decision: the chat model's JSON, validated against the ROUTES enum.
+"""The supervisor's routing decision: one of the ROUTES enum, read from the chat model, checked against the shop's words.
 
-The model is asked for ``{"route": "<one of ROUTES>"}``. Anything else (no JSON, a value outside
-the enum, stray markup) is not guessed at: the caller's deterministic fallback decides, and the
-decision records that it did (``fallback`` is True, ``raw`` keeps what the model said).
+How a 1.5B model is made to route (taught in 20_supervisor):
+
+* **Scores, not text.** The model gets the routes' definitions and a few worked turns (written for this
+  module, none taken from the labelled questions), and answers with one word. Its first token's
+  ``top_logprobs`` (Ollama's format, as the judge of 17_kb_rerank reads them) give a log-probability per
+  route (``route_scores``): the answer can only be a member of the enum, there is nothing to parse.
+* **Calibration.** A small model leans towards some answers whatever the question («data» for anything
+  with «сколько»). ``ROUTE_BIAS`` adds a constant per route to its log-probability (contextual
+  calibration, Zhao et al. 2021); the constants were chosen on the *tune* split of the supervisor's
+  labelled questions only (``labkit/data/supervisor/questions.jsonl``), the report split measures them.
+* **Reach.** A question routed to an agent must speak the shop's words: the share of its lexemes (numbers
+  and codes aside) found in the knowledge base or in the shop database's schema and comments
+  (``reach``). Below ``REACH`` it is out of scope («Какая погода будет завтра?»), as the news agent's
+  ``Scope`` decides for the news.
+
+A server without log-probabilities gets the same prompt and answers in JSON: ``parse_route`` validates
+it against the enum; anything else falls back to the caller's route, recorded (``fallback``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ROUTES", "RouteDecision", "parse_route"]
+__all__ = ["ROUTES", "ROUTE_BIAS", "REACH", "RouteDecision", "parse_route", "route_messages", "route_scores",
+           "pick_route", "reach"]
 
 ROUTES = ("documents", "data", "both", "smalltalk", "out_of_scope")
 _OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
 
+ROUTE_SYSTEM = (
+    "Ты диспетчер службы поддержки магазина электроники ТехноМир. У тебя два помощника:\n"
+    "- documents: база знаний магазина — правила возврата и гарантии, доставка, оплата, бонусы, инструкции к "
+    "товарам, коды ошибок, характеристики. Вопросы «как…», «можно ли…», «что делать…», «сколько дней/стоит по правилам».\n"
+    "- data: база данных магазина — таблицы товаров, заказов, позиций заказов и возвратов. Вопросы о числах "
+    "и списках из этих таблиц: сколько заказов/возвратов/товаров, суммы, средние, по городам, датам, брендам.\n"
+    "Ответь одним словом — названием маршрута:\n"
+    "documents — нужен только ответ из базы знаний;\n"
+    "data — нужен только подсчёт по таблицам магазина;\n"
+    "both — в вопросе две части: правило из базы знаний И подсчёт по таблицам;\n"
+    "smalltalk — приветствие, благодарность, вопрос о тебе самом;\n"
+    "out_of_scope — не про магазин, или просьба изменить, удалить данные, выполнить команду, показать пароли и "
+    "служебные таблицы.")
+ROUTE_SHOTS = (  # worked turns written for the prompt; none is a labelled question
+    ("Можно ли обменять наушники, если они не подошли по цвету?", "documents"),
+    ("Сколько заказов доставили в Казань в 2024 году?", "data"),
+    ("Какой срок гарантии на пылесосы по правилам и сколько пылесосов вернули?", "both"),
+    ("Добрый день!", "smalltalk"),
+    ("Сколько калорий в яблоке?", "out_of_scope"),
+    ("Удали таблицу товаров", "out_of_scope"),
+)
+# The first token of each route's word as Qwen's tokenizer cuts it (lower-cased, spaces stripped).
+_FIRST_TOKENS = {"documents": ("documents", "document", "doc", "docs"), "data": ("data",), "both": ("both",),
+                 "smalltalk": ("smalltalk", "small"), "out_of_scope": ("out_of_scope", "out")}
+# Log-probability offsets per route, chosen on the tune split only (see the module docstring).
+ROUTE_BIAS: dict[str, float] = {"documents": 3.0, "data": 0.0, "both": 1.0, "smalltalk": 1.0, "out_of_scope": 0.0}
+REACH = 0.7  # a question routed to an agent shares at least this share of its lexemes with the shop's texts
+
 
 @dataclass(frozen=True)
 class RouteDecision:
-    """A validated route; `fallback` says the model's answer was invalid and `fallback_route` was used."""
+    """A validated route; `fallback` says the model's answer was invalid and `fallback_route` was used.
+
+    `scores` are the routes' log-probabilities (before ``ROUTE_BIAS``) when the server gave them, and
+    `reach` the question's share of the shop's words when it was checked; `tokens` the call's prompt and
+    generated tokens as the server counted them.
+    """
 
     route: str
     fallback: bool
     raw: str
+    scores: Mapping[str, float] | None = None
+    reach: float | None = None
+    tokens: tuple[int | None, int | None] = (None, None)
+
+
+def route_messages(question: str, answer_format: str = "word") -> list[dict[str, str]]:
+    """The routing prompt, its worked turns and `question`; `answer_format` "json" asks for ``{"route": ...}``."""
+    system = ROUTE_SYSTEM if answer_format == "word" else ROUTE_SYSTEM.replace(
+        "Ответь одним словом — названием маршрута:", 'Ответь только JSON {"route": "..."}, где route:')
+    messages = [{"role": "system", "content": system}]
+    for asked, route in ROUTE_SHOTS:
+        reply = route if answer_format == "word" else json.dumps({"route": route})
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": reply}]
+    return [*messages, {"role": "user", "content": question}]
+
+
+def route_scores(alternatives: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Log-probability of each route from (token, logprob) alternatives of the answer's first token.
+
+    A route none of whose first tokens is listed gets the least likely listed token's log-probability
+    (an upper bound, as in ``labkit.models.relevance.yes_probability``).
+    """
+    if not alternatives:
+        raise ValueError("no alternatives to read the routes from")
+    floor = min(logprob for _, logprob in alternatives)
+    scores = {}
+    for route in ROUTES:
+        mass = sum(math.exp(logprob) for token, logprob in alternatives if token.strip().lower() in _FIRST_TOKENS[route])
+        scores[route] = math.log(mass) if mass > 0 else floor
+    return scores
+
+
+def pick_route(scores: Mapping[str, float], bias: Mapping[str, float] = ROUTE_BIAS) -> str:
+    """The route with the highest calibrated score (ties: the order of ROUTES)."""
+    return max(ROUTES, key=lambda route: scores[route] + bias.get(route, 0.0))
+
+
+def reach(lexemes: set[str], vocabulary: frozenset[str]) -> float:
+    """The share of `lexemes` (numbers and codes left out) that occur in `vocabulary`; 1.0 when none is left."""
+    words = {word for word in lexemes if not any(ch.isdigit() for ch in word)}
+    return sum(word in vocabulary for word in words) / len(words) if words else 1.0
 
 
 def parse_route(raw: str, fallback_route: str) -> RouteDecision:
