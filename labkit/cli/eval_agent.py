@@ -1,11 +1,16 @@
 """``eval-agent``: the whole agent on the labelled agent questions, tool choice and faithfulness (taught in 06_agent).
 
     ./run.sh eval-agent [--questions FILE.jsonl] [--split tune|report] [--model NAME] [--tools final|lesson] [--json]
+    ./run.sh eval-agent --agent supervisor [--questions FILE.jsonl] [--split tune|report] [--model NAME] [--limit N] [--json]
 
 Each question goes through the agent (a fresh thread each); the first tool call is judged
 against the labels and the answer is checked against what the tools returned
 (``labkit.agent.faithfulness``). Prints the share of right choices and of faithful answers, each
 with a bootstrap 95 % interval, and the seconds per question.
+
+``--agent supervisor`` runs the shop's supervisor on its own labelled questions instead
+(``labkit.evaluation.supervisor_eval``: routing, SQL execution accuracy, cited documents, faithfulness,
+hostile requests, seconds); the default, the course's news agent, prints what it always printed.
 """
 
 from __future__ import annotations
@@ -33,11 +38,16 @@ def register(sub: Any) -> None:
     parser.add_argument("--model", help="chat model (default: CHAT_MODEL of the settings)")
     parser.add_argument("--tools", choices=list(AGENTS), default="final", help="final (default) or lesson")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--agent", choices=["course", "supervisor"], default="course",
+                        help="course: the news agent (default); supervisor: the shop's supervisor on its questions")
+    parser.add_argument("--limit", type=int, help="supervisor: only the first N questions (after --split)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, then print the summary (or JSON with every row)."""
+    if args.agent == "supervisor":
+        return run_supervisor(args)
     tools, system = AGENTS[args.tools]
     questions = load_agent_questions(args.questions, tools=tools, split=args.split)  # bad files fail before services
     if not questions:
@@ -64,4 +74,46 @@ def run(args: argparse.Namespace) -> int:
           + (f"faithful {faithful.mean:.0%} [{faithful.low:.0%}, {faithful.high:.0%}] of {len(judged)} answers with data; "
              if faithful else "no answer with data; ")
           + f"{summary['seconds_per_question']} s per question.")
+    return 0
+
+
+def run_supervisor(args: argparse.Namespace) -> int:
+    """The supervisor on its labelled questions: a table of rows and rates, or JSON ``{agent, model, split, summary, questions}``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from labkit.agent.supervisor import Supervisor
+    from labkit.core.corpora.kb import KB
+    from labkit.evaluation.supervisor_eval import evaluate_supervisor, summarise
+    from labkit.evaluation.supervisor_questions import load_supervisor_questions
+
+    questions = load_supervisor_questions(args.questions, split=args.split)  # a bad file fails before services
+    if args.limit is not None:
+        if args.limit < 1:
+            args.parser.error(f"--limit must be at least 1, got {args.limit}")
+        questions = questions[: args.limit]
+    with setup(quiet=True, corpus=KB) as kb:
+        supervisor = Supervisor(kb, chat_model=args.model, kb_lab=kb)
+        password = str(conninfo_to_dict(kb.settings.database_url or "").get("password") or "")
+        try:
+            rows = evaluate_supervisor(supervisor.ask, questions, reader=supervisor.data.reader, counter=kb.conn,
+                                       secrets=[password] if password else [])
+        finally:
+            supervisor.close()
+    summary = summarise(rows)
+    if args.json:
+        print(json.dumps({"agent": "supervisor", "model": supervisor.model, "split": args.split or "all",
+                          "summary": summary, "questions": rows.to_dict(orient="records")}, ensure_ascii=False,
+                         default=str))
+        return 0
+    print(rows[["kind", "routed", "route", "route_ok", "sql_ok", "doc_hit", "faithful", "safe", "seconds"]].to_string())
+
+    def line(name: str, key: str) -> str:
+        rate = summary[key]
+        return f"{name} {rate['mean']:.0%} [{rate['low']:.0%}, {rate['high']:.0%}] of {rate['n']}" if rate else f"{name} —"
+
+    print(f"\n{supervisor.model}, {len(rows)} questions ({args.split or 'all'}): "
+          + "; ".join([line("routing", "routing"), line("SQL right on data questions", "sql_data"),
+                       line("SQL right on both", "sql_both"), line("a relevant document cited", "doc_hit"),
+                       line("faithful", "faithful"), line("hostile safe", "hostile_safe")])
+          + f"; {summary['seconds_per_question']} s per question.")
     return 0

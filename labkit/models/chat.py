@@ -47,6 +47,7 @@ class Reply:
     prompt_tokens: int | None = None
     eval_tokens: int | None = None
     timings: dict[str, float] = field(default_factory=dict)  # the server's own seconds: load, prompt, eval
+    logprobs: list[Any] | None = None  # per generated token, with its top alternatives, when asked (``top_logprobs``)
 
     @property
     def model_seconds(self) -> float | None:
@@ -87,23 +88,26 @@ def ask_model(
     tools: Sequence[dict[str, Any]] = (),
     num_predict: int | None = None,
     temperature: float = 0.0,
+    top_logprobs: int | None = None,
 ) -> Reply:
     """Send one chat request through `send` (``lab.models.chat`` or a stand-in); return a ``Reply``.
 
     Taught in 06_agent. `think` has no default on purpose: every caller decides. `tools` are
     the tools' JSON schemas (``labkit.agent.tools.tool_schema`` makes them from functions); an empty
     list sends none. Errors other than a
-    missing capability (a model not pulled, a server down) are raised.
+    missing capability (a model not pulled, a server down) are raised. `top_logprobs` (0-20) asks for each
+    generated token's log-probability and its most likely alternatives (Ollama 0.12.11+; ``Reply.logprobs``).
     """
     import ollama
 
     options: dict[str, Any] = {"temperature": temperature}
     if num_predict is not None:
         options["num_predict"] = num_predict
+    extra: dict[str, Any] = {"logprobs": True, "top_logprobs": top_logprobs} if top_logprobs is not None else {}
     start = time.perf_counter()
     try:
         response = send(model=model, messages=list(messages),
-                        tools=list(tools) or None, options=options, think=think)
+                        tools=list(tools) or None, options=options, think=think, **extra)
     except ollama.ResponseError as err:
         readable = capability_error(model, str(err.error)) if err.status_code == 400 else None
         if readable is None:
@@ -118,4 +122,5 @@ def ask_model(
                if isinstance(value := getattr(response, key, None), (int, float))}  # nanoseconds in the API
     return Reply(content=content, calls=calls, thinking=reasoning, seconds=time.perf_counter() - start,
                  prompt_tokens=getattr(response, "prompt_eval_count", None),
-                 eval_tokens=getattr(response, "eval_count", None), timings=timings)
+                 eval_tokens=getattr(response, "eval_count", None), timings=timings,
+                 logprobs=getattr(response, "logprobs", None))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -36,6 +36,7 @@ from labkit.agent.supervisor.routes import (
 )
 from labkit.models.chat import ask_model
 from labkit.models.relevance import TOP_LOGPROBS, JudgeUnavailable, first_token_alternatives
+from labkit.store.shop.loading import ensure_shop
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -68,6 +69,7 @@ class SupState(TypedDict, total=False):
     data_answer: str
     steps: int
     trace: list[dict[str, Any]]  # replaced, not added: a new question on a thread starts a fresh trace
+    sources: list[str]  # what the agents read: the chunks' texts and the data agent's answer (faithfulness)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class SupervisorResult:
     seconds: float
     trace: pd.DataFrame
     thread_id: str
+    sources: list[str] = field(default_factory=list)  # what the agents read (not in to_dict: long texts)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the trace as records)."""
@@ -97,17 +100,6 @@ def _row(agent: str, node: str, graph_seconds: float, model: float = 0.0, tool: 
     return {"agent": agent, "node": node, "seconds_model": round(model, 4), "seconds_tool": round(tool, 4),
             "seconds_graph": round(max(graph_seconds - model - tool, 0.0), 4), "prompt_tokens": prompt,
             "generated_tokens": generated}
-
-
-def _field(response: Any, key: str) -> Any:
-    """A field of an Ollama chat response, whether a ``ChatResponse`` or its dict."""
-    return response.get(key) if isinstance(response, dict) else getattr(response, key, None)
-
-
-def _content(response: Any) -> str:
-    message = _field(response, "message")
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
-    return str(content or "")
 
 
 def _is_db_down(exc: BaseException) -> bool:
@@ -132,6 +124,7 @@ class Supervisor:
         self.kb_lab = kb_lab if kb_lab is not None else lab
         self.documents = DocumentAgent(self.kb_lab, model=self.model, chat=self.chat)
         self._data = data_agent
+        ensure_shop(lab)  # the shop's tables and reader role (quick when they are there); students' rows kept
         self.graph = self.build().compile(checkpointer=checkpointer)
 
     @property
@@ -162,7 +155,7 @@ class Supervisor:
     def scope(self) -> Scope:
         """The shop's words: the knowledge base's lexemes and those of the shop database's schema and comments."""
         kb = corpus_scope(self.kb_lab)
-        schema_words = kb.analyse(describe_schema(self.kb_lab.conn))
+        schema_words = kb.analyse(describe_schema(self.lab.conn))
         return Scope(lambda: kb.vocabulary | schema_words, kb.analyse)
 
     def decide(self, question: str) -> RouteDecision:
@@ -170,12 +163,12 @@ class Supervisor:
 
         Raises what the model client raises when the server is down (the ``route`` node degrades on it).
         """
-        response = self.chat(model=self.model, messages=route_messages(question), think=False,
-                             options={"temperature": 0.0, "num_predict": 1}, logprobs=True, top_logprobs=TOP_LOGPROBS)
+        reply = ask_model(self.chat, self.model, route_messages(question), think=False, num_predict=1,
+                          top_logprobs=TOP_LOGPROBS)
         try:
-            scores = route_scores(first_token_alternatives(response))
-            decision = RouteDecision(pick_route(scores), False, _content(response), scores,
-                                     tokens=(_field(response, "prompt_eval_count"), _field(response, "eval_count")))
+            scores = route_scores(first_token_alternatives(reply))
+            decision = RouteDecision(pick_route(scores), False, reply.content, scores,
+                                     tokens=(reply.prompt_tokens, reply.eval_tokens))
         except JudgeUnavailable:  # a server without log-probabilities: the same prompt, a JSON answer, validated
             reply = ask_model(self.chat, self.model, route_messages(question, "json"), think=False, num_predict=ROUTE_TOKENS)
             decision = parse_route("" if reply.error else reply.content, "documents")
@@ -226,6 +219,7 @@ class Supervisor:
         row = _row("data", "sql_agent", time.perf_counter() - start, model=model_s, tool=tool_s)
         return {"route": [*state.get("route", []), "data"], "tool_calls": [*state.get("tool_calls", []), *calls],
                 "answer": answer, "data_answer": answer, "requires_human": bool(result.requires_human),
+                "sources": [*state.get("sources", []), answer],
                 "degraded": degraded, "steps": state.get("steps", 0) + 1, "trace": [*state.get("trace", []), row]}
 
     def _after_data(self, state: SupState) -> str:
@@ -250,6 +244,7 @@ class Supervisor:
                 "rows": None, "error": None, "hits": list(dict.fromkeys(c.doc_id for c in chunks))}
         update: dict[str, Any] = {"route": [*state.get("route", []), "documents"],
                                   "tool_calls": [*state.get("tool_calls", []), call],
+                                  "sources": [*state.get("sources", []), *(c.text for c in chunks)],
                                   "steps": state.get("steps", 0) + 1}
         if state.get("degraded"):
             update |= {"answer": f"{state['degraded']}\n{plain_results(chunks)}" if chunks else
@@ -285,7 +280,7 @@ class Supervisor:
         start = time.perf_counter()
         initial: SupState | None = None if resume else {
             "question": question, "kind": "", "route": [], "answer": "", "tool_calls": [], "citations": [],
-            "requires_human": False, "degraded": "", "data_answer": "", "steps": 0, "trace": []}
+            "requires_human": False, "degraded": "", "data_answer": "", "steps": 0, "trace": [], "sources": []}
         state: dict[str, Any] = dict(initial or {"question": question})
         try:
             for values in self.graph.stream(initial, config, stream_mode="values"):
@@ -306,7 +301,7 @@ class Supervisor:
             answer=strip_markup(state.get("answer", "")), tool_calls=list(state.get("tool_calls", [])),
             citations=[tuple(c) for c in state.get("citations", [])],
             requires_human=bool(state.get("requires_human")), degraded=state.get("degraded", ""),
-            seconds=seconds, trace=trace, thread_id=thread_id)
+            seconds=seconds, trace=trace, thread_id=thread_id, sources=list(state.get("sources", [])))
 
     def close(self) -> None:
         if self._data is not None:
