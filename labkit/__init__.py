@@ -27,6 +27,8 @@ from labkit.agent.sql.fake import FakeRepeatingSqlChat
 from labkit.agent.sql.graph import SqlAgent, SqlResult, sql_messages
 from labkit.agent.sql.policy import next_step_without_progress_rule, normalise_sql, stop_rule
 from labkit.agent.sql.schema import describe_schema
+from labkit.agent.supervisor import ROUTES, DocumentAgent, RouteDecision, Supervisor, SupervisorResult
+from labkit.agent.supervisor.routes import REACH, ROUTE_BIAS, pick_route, reach, route_name, route_scores
 from labkit.agent.tools import (
     DEFAULT_TOOLS,
     Company,
@@ -160,6 +162,14 @@ from labkit.evaluation.sql_accuracy import (
     same_result,
     sql_accuracy,
 )
+from labkit.evaluation.supervisor_eval import (
+    evaluate_supervisor,
+    faithful_answer,
+    lab_secrets,
+    summarise_supervisor,
+    table_rows,
+)
+from labkit.evaluation.supervisor_questions import load_supervisor_questions
 from labkit.evaluation.synthetic import (
     REALISTIC,
     SYNTHETIC,
@@ -296,7 +306,7 @@ from labkit.retrieval.rewriters.aliases import (
 )
 from labkit.retrieval.rewriters.spelling import Correction, Spelling, correct_query, from_latin_layout
 from labkit.retrieval.spec import SpecError, pipeline_from_spec, pipeline_spec
-from labkit.services.setup import open_lab, setup
+from labkit.services.setup import closed_port_chat, open_lab, setup
 from labkit.services.stack import StackError, down, ensure_stack, status, up
 from labkit.store.connection import DatabaseUnavailable, connect
 from labkit.store.embedcache import EMBEDDING_STATS, as_array, cached_embeddings, cached_query_embedding
@@ -377,7 +387,9 @@ __all__ = [
     # the shop and its SQL agent
     "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
-    "SqlAgent", "SqlResult", "sql_messages", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
+    "SqlAgent", "SqlResult", "sql_messages", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
+    "REACH", "ROUTE_BIAS", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor",
+    "faithful_answer", "lab_secrets", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
     "FakeRepeatingSqlChat",
     "SqlQuestion", "load_sql_questions", "same_result", "evaluate_sql_agent",
     "SqlAccuracy", "sql_accuracy",

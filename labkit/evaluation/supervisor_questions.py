@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -65,8 +66,12 @@ def _check(record: dict[str, Any], where: str) -> SupervisorQuestion:
                               {k: v for k, v in record.items() if k not in known})
 
 
-def load_supervisor_questions(path: str | Path | None = None, split: str | None = None) -> list[SupervisorQuestion]:
-    """Read the supervisor's labelled questions; a bad record is a DataError naming file:line. Taught in 19_sql_agent."""
+def load_supervisor_questions(path: str | Path | None = None, split: str | None = None,
+                              per_kind: int | None = None) -> list[SupervisorQuestion]:
+    """Read the supervisor's labelled questions; a bad record is a DataError naming file:line. Taught in 19_sql_agent.
+
+    `per_kind` keeps the first that many questions of each kind (a small sample with every kind in it).
+    """
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
     path = Path(path) if path is not None else SUPERVISOR_QUESTIONS_PATH
@@ -80,4 +85,14 @@ def load_supervisor_questions(path: str | Path | None = None, split: str | None 
             questions.append(question)
     if not questions:
         raise DataError(f"{path}: no questions" + (f" with split {split!r}" if split else "") + " in the file")
+    if per_kind is not None:
+        if per_kind < 1:
+            raise ValueError(f"per_kind must be at least 1, got {per_kind}")
+        seen_of: Counter[str] = Counter()
+        kept = []
+        for question in questions:
+            seen_of[question.kind] += 1
+            if seen_of[question.kind] <= per_kind:
+                kept.append(question)
+        questions = kept
     return questions

@@ -8,7 +8,7 @@ Everything else receives the resulting ``Lab``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import psycopg
@@ -26,7 +26,7 @@ from labkit.store.loading import ensure_corpus
 if TYPE_CHECKING:
     import ollama
 
-__all__ = ["setup", "open_lab", "model_client", "MODEL_TIMEOUT", "PROBE_TIMEOUT"]
+__all__ = ["setup", "open_lab", "model_client", "closed_port_chat", "MODEL_TIMEOUT", "PROBE_TIMEOUT"]
 
 # Every request to the model server has a deadline. Generation on 2 CPU cores can take minutes
 # (a cold model load included), so reading waits long; connecting to a server that is down does not.
@@ -44,6 +44,19 @@ def model_client(host: str | None, timeout: httpx.Timeout = MODEL_TIMEOUT, clien
     import ollama  # the HTTP client stack is loaded only when a lab is built
 
     return ollama.Client(host=host, timeout=timeout, headers={CLIENT_HEADER: client or client_name()})
+
+
+def closed_port_chat() -> Any:
+    """The chat method of a client whose server is down: a loopback port nobody listens on. Taught in 20_supervisor.
+
+    Nothing is faked: every request fails the way it fails when the model server is stopped (connection refused).
+    """
+    import socket
+
+    with socket.socket() as sock:  # the port is free once the socket closes, and nothing else binds it meanwhile
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return model_client(f"http://127.0.0.1:{port}").chat
 
 
 def open_lab(settings: Settings, *, load: bool = True, corpus: Corpus = DEFAULT_CORPUS) -> Lab:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -116,7 +116,8 @@ class Supervisor:
     """
 
     def __init__(self, lab: Lab, *, chat_model: str | None = None, max_steps: int = 6, checkpointer: Any = None,
-                 kb_lab: Lab | None = None, chat: Callable[..., Any] | None = None, data_agent: Any = None) -> None:
+                 kb_lab: Lab | None = None, chat: Callable[..., Any] | None = None, data_agent: Any = None,
+                 interrupt_before: Sequence[str] = ()) -> None:
         self.lab = lab
         self.model = chat_model or lab.chat_model
         self.chat = chat if chat is not None else lab.models.chat
@@ -125,7 +126,8 @@ class Supervisor:
         self.documents = DocumentAgent(self.kb_lab, model=self.model, chat=self.chat)
         self._data = data_agent
         ensure_shop(lab)  # the shop's tables and reader role (quick when they are there); students' rows kept
-        self.graph = self.build().compile(checkpointer=checkpointer)
+        # `interrupt_before` (node names) stops a run before those nodes, its state saved by the checkpointer
+        self.graph = self.build().compile(checkpointer=checkpointer, interrupt_before=list(interrupt_before) or None)
 
     @property
     def data(self) -> Any:
@@ -216,7 +218,11 @@ class Supervisor:
         if result.failure:
             degraded = DATA_MODEL_DOWN if result.answer.startswith("Модель") else DB_DOWN
             answer = degraded
-        row = _row("data", "sql_agent", time.perf_counter() - start, model=model_s, tool=tool_s)
+        written = trace[trace["node"] == "write_sql"] if len(trace) else trace
+        tokens = [int(written[c].sum()) if len(written) and written[c].notna().any() else None
+                  for c in ("prompt_tokens", "eval_tokens")]
+        row = _row("data", "sql_agent", time.perf_counter() - start, model=model_s, tool=tool_s, prompt=tokens[0],
+                   generated=tokens[1])
         return {"route": [*state.get("route", []), "data"], "tool_calls": [*state.get("tool_calls", []), *calls],
                 "answer": answer, "data_answer": answer, "requires_human": bool(result.requires_human),
                 "sources": [*state.get("sources", []), answer],

@@ -27,10 +27,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ROUTES", "ROUTE_BIAS", "REACH", "RouteDecision", "parse_route", "route_messages", "route_scores",
+__all__ = ["ROUTES", "ROUTE_NAMES", "route_name", "ROUTE_BIAS", "REACH", "RouteDecision", "parse_route", "route_messages", "route_scores",
            "pick_route", "reach"]
 
 ROUTES = ("documents", "data", "both", "smalltalk", "out_of_scope")
+# What a student reads in tables: the routes (and the hostile kind of the labelled questions) in Russian.
+ROUTE_NAMES = {"documents": "база знаний", "data": "данные магазина", "both": "оба агента",
+               "smalltalk": "разговор", "out_of_scope": "вне темы", "hostile": "враждебный"}
 _OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
 
 ROUTE_SYSTEM = (
@@ -77,6 +80,11 @@ class RouteDecision:
     scores: Mapping[str, float] | None = None
     reach: float | None = None
     tokens: tuple[int | None, int | None] = (None, None)
+
+
+def route_name(route: str) -> str:
+    """The Russian name of a route or question kind (any other label as it is)."""
+    return ROUTE_NAMES.get(route, route)
 
 
 def route_messages(question: str, answer_format: str = "word") -> list[dict[str, str]]:
