@@ -167,6 +167,8 @@ class Supervisor:
         """
         reply = ask_model(self.chat, self.model, route_messages(question), think=False, num_predict=1,
                           top_logprobs=TOP_LOGPROBS)
+        if reply.error:  # the model cannot answer at all (e.g. not on the server): as if the server were down
+            raise ConnectionError(reply.error)
         try:
             scores = route_scores(first_token_alternatives(reply))
             decision = RouteDecision(pick_route(scores), False, reply.content, scores,
