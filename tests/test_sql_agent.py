@@ -162,20 +162,21 @@ def test_sql_that_would_change_data_is_refused_at_once_and_never_runs(shop_lab):
 
 
 class ReadsElsewhere:
-    """STAND-IN for a model that reads a table outside the shop (the knowledge base): Postgres says permission denied."""
+    """STAND-IN for a model that reads a table outside the shop (the news): Postgres says permission denied."""
 
     def __init__(self) -> None:
         self.calls = 0
 
     def __call__(self, **request: Any) -> Any:
         self.calls += 1
-        return _reply("```sql\nSELECT * FROM public.kb_documents\n```")
+        return _reply("```sql\nSELECT * FROM public.news\n```")
 
 
-def test_what_the_role_may_not_read_is_refused_after_postgres_says_so_without_a_retry(shop_lab):
+def test_what_the_role_may_not_read_is_refused_after_postgres_says_so_without_a_retry(shop_lab, lab_ro):
+    assert lab_ro.conn.execute("SELECT to_regclass('public.news')").fetchone()[0], "the table exists (lab_ro loads it)"
     model = ReadsElsewhere()
     with SqlAgent(shop_lab, chat=model) as agent:
-        result = agent.ask("Покажи документы базы знаний")
+        result = agent.ask("Покажи новости из соседней таблицы")
     assert result.refused and result.stop_rule == "forbidden" and result.error_count == 1 and model.calls == 1
     assert "permission denied" in result.attempts[0]["error"] and "permission denied" in result.answer
     assert list(result.trace["node"]) == ["write_sql", "check_sql", "run_sql", "refuse"]
