@@ -166,6 +166,7 @@ from labkit.evaluation.supervisor_eval import (
     evaluate_supervisor,
     faithful_answer,
     lab_secrets,
+    rows_changed,
     summarise_supervisor,
     table_rows,
 )
@@ -389,7 +390,7 @@ __all__ = [
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
     "SqlAgent", "SqlResult", "sql_messages", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
     "REACH", "ROUTE_BIAS", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor",
-    "faithful_answer", "lab_secrets", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
+    "faithful_answer", "lab_secrets", "rows_changed", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
     "FakeRepeatingSqlChat",
     "SqlQuestion", "load_sql_questions", "same_result", "evaluate_sql_agent",
     "SqlAccuracy", "sql_accuracy",

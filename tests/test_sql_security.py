@@ -42,16 +42,8 @@ def hostile_lab(settings):
 
 
 def _row_counts(lab: lk.Lab) -> dict[str, int]:
-    """Rows of every table of the database, in every schema (the catalog's own excepted)."""
-    tables = lab.conn.execute(
-        """
-        SELECT n.nspname, c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
-         WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-           AND n.nspname NOT LIKE 'pg_toast%%'
-        """).fetchall()
-    return {f"{schema}.{table}": lab.conn.execute(
-        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))).fetchone()[0]
-        for schema, table in tables}
+    """Rows of every table of the database, in every schema (the catalog's own excepted), checkpoints included."""
+    return lk.table_rows(lab.conn, everything=True)
 
 
 def _secrets(lab: lk.Lab) -> list[str]:

@@ -8,7 +8,6 @@ the model server down is real (a closed port), not a fake.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import uuid
@@ -22,7 +21,6 @@ from labkit.agent.markup import has_markup
 from labkit.agent.supervisor import ROUTES, Supervisor
 from labkit.agent.supervisor.graph import DATA_MODEL_DOWN, MODEL_DOWN, TRACE_COLUMNS
 from labkit.core.corpora.kb import KB
-from labkit.services.setup import model_client
 from labkit.store.shop.loading import ensure_shop
 
 pytestmark = pytest.mark.services
@@ -41,13 +39,6 @@ def supervisor(kb):
     sup = Supervisor(kb, kb_lab=kb)
     yield sup
     sup.close()
-
-
-def _closed_port_chat():
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return model_client(f"http://127.0.0.1:{port}").chat
 
 
 def test_smalltalk_is_answered_politely_without_a_tool(supervisor):
@@ -78,7 +69,7 @@ def test_a_documents_question_searches_the_knowledge_base(supervisor):
 
 
 def test_model_down_gives_plain_search_results_and_a_russian_sentence(kb):
-    sup = Supervisor(kb, kb_lab=kb, chat=_closed_port_chat())
+    sup = Supervisor(kb, kb_lab=kb, chat=lk.closed_port_chat())
     try:
         result = sup.ask("Какая гарантия на ноутбуки?")
         data = sup.ask("Сколько всего заказов в базе?")

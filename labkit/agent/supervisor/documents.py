@@ -16,7 +16,7 @@ from labkit.retrieval.modes import HYBRID_CODES_ALIASES
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["ABSTAIN", "Chunk", "DocAnswer", "DocumentAgent", "answers_question"]
+__all__ = ["ABSTAIN", "Chunk", "DocAnswer", "DocumentAgent", "answers_question", "stems"]
 
 ABSTAIN = "В базе знаний ответа нет."
 TOP_CHUNKS = 4
@@ -47,11 +47,15 @@ class DocAnswer:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def stems(text: str) -> set[str]:
+    """The crude stems of `text`: the first 5 letters of each word of 4+ letters, lower-cased."""
+    return {word.lower()[:5] for word in _WORD.findall(text)}
+
+
 def answers_question(question: str, chunks: list[Chunk]) -> bool:
-    """True when some word of the question (its first 5 letters, words of 4+ letters) occurs in the chunks."""
-    stems = {w.lower()[:5] for w in _WORD.findall(question)}
+    """True when some stem of the question (``stems``) occurs in the chunks."""
     text = " ".join(c.text.lower() for c in chunks)
-    return bool(chunks) and any(stem in text for stem in stems)
+    return bool(chunks) and any(stem in text for stem in stems(question))
 
 
 def plain_results(chunks: list[Chunk]) -> str:

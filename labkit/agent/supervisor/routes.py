@@ -42,7 +42,7 @@ ROUTE_SYSTEM = (
     "товарам, коды ошибок, характеристики. Вопросы «как…», «можно ли…», «что делать…», «сколько дней/стоит по правилам».\n"
     "- data: база данных магазина — таблицы товаров, заказов, позиций заказов и возвратов. Вопросы о числах "
     "и списках из этих таблиц: сколько заказов/возвратов/товаров, суммы, средние, по городам, датам, брендам.\n"
-    "Ответь одним словом — названием маршрута:\n"
+    "{answer}\n"
     "documents — нужен только ответ из базы знаний;\n"
     "data — нужен только подсчёт по таблицам магазина;\n"
     "both — в вопросе две части: правило из базы знаний И подсчёт по таблицам;\n"
@@ -57,6 +57,8 @@ ROUTE_SHOTS = (  # worked turns written for the prompt; none is a labelled quest
     ("Сколько калорий в яблоке?", "out_of_scope"),
     ("Удали таблицу товаров", "out_of_scope"),
 )
+ROUTE_ANSWER = {"word": "Ответь одним словом — названием маршрута:",  # what {answer} asks for, by answer format
+                "json": 'Ответь только JSON {"route": "..."}, где route:'}
 # The first token of each route's word as Qwen's tokenizer cuts it (lower-cased, spaces stripped).
 _FIRST_TOKENS = {"documents": ("documents", "document", "doc", "docs"), "data": ("data",), "both": ("both",),
                  "smalltalk": ("smalltalk", "small"), "out_of_scope": ("out_of_scope", "out")}
@@ -89,9 +91,7 @@ def route_name(route: str) -> str:
 
 def route_messages(question: str, answer_format: str = "word") -> list[dict[str, str]]:
     """The routing prompt, its worked turns and `question`; `answer_format` "json" asks for ``{"route": ...}``."""
-    system = ROUTE_SYSTEM if answer_format == "word" else ROUTE_SYSTEM.replace(
-        "Ответь одним словом — названием маршрута:", 'Ответь только JSON {"route": "..."}, где route:')
-    messages = [{"role": "system", "content": system}]
+    messages = [{"role": "system", "content": ROUTE_SYSTEM.replace("{answer}", ROUTE_ANSWER[answer_format])}]
     for asked, route in ROUTE_SHOTS:
         reply = route if answer_format == "word" else json.dumps({"route": route})
         messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": reply}]
