@@ -1,9 +1,11 @@
 """The SQL agent on the real model and the real shop database: an answer, a real error corrected, the bound, outages.
 
-Real Postgres (the lab's database, shop loaded) and the real local model server. Two stand-ins,
+Real Postgres (the lab's database, shop loaded) and the real local model server. Stand-ins,
 each named: ``FirstReplyWrongTable`` writes the first SQL of a run itself (a table that does not
 exist, the seed article's ``users_data``), so Postgres's real error reaches the real model on
-demand; ``NeverLearns`` is a model that makes a new mistake forever, the path the bound exists for, and
+demand, and ``FirstReplyWrongValue`` a city in the question's case form, which the check refuses;
+``KeepsTheLiteral`` insists on a city with no orders; ``WrongColumn`` takes a column from the wrong
+table; ``NeverLearns`` is a model that makes a new mistake forever, the path the bound exists for, and
 ``RepeatsItself`` one that writes the same wrong SQL again, the path the no-progress rule exists for.
 """
 
@@ -19,6 +21,7 @@ import pytest
 
 import labkit as lk
 from labkit.agent.sql.graph import SqlAgent
+from labkit.agent.sql.policy import CHECK_SOURCE
 from labkit.evaluation.sql_accuracy import evaluate_sql_agent, load_sql_questions, same_result, sql_accuracy
 from labkit.services.setup import model_client
 from labkit.store.shop.loading import ensure_shop
@@ -59,6 +62,35 @@ class FirstReplyWrongTable:
         if self.calls == 1:
             return _reply("```sql\nSELECT count(*) FROM users_data\n```")
         return self.chat(**request)
+
+
+class FirstReplyWrongValue(FirstReplyWrongTable):
+    """STAND-IN for the first step only: a city in the question's case form ('Перми'), then the real model answers."""
+
+    def __call__(self, **request: Any) -> Any:
+        self.calls += 1
+        self.prompts = [*getattr(self, "prompts", []), request["messages"]]
+        if self.calls == 1:
+            return _reply("```sql\nSELECT count(*) FROM orders WHERE city = 'Перми'\n```")
+        return self.chat(**request)
+
+
+class KeepsTheLiteral:
+    """STAND-IN for a model that insists on a city the shop has no orders from: the second try runs as written."""
+
+    def __call__(self, **request: Any) -> Any:
+        return _reply("```sql\nSELECT count(*) FROM orders WHERE city = 'Сочи'\n```")
+
+
+class WrongColumn:
+    """STAND-IN for a model that takes a column from the wrong table every time (returns has no product_id)."""
+
+    def __init__(self) -> None:
+        self.messages: list[list[dict[str, Any]]] = []
+
+    def __call__(self, **request: Any) -> Any:
+        self.messages.append(request["messages"])
+        return _reply("```sql\nSELECT count(*) FROM returns WHERE product_id = 1\n```")
 
 
 class NeverLearns:
@@ -116,6 +148,38 @@ def test_postgres_real_error_goes_back_and_the_real_model_corrects_its_sql(shop_
     prompts = result.trace[result.trace["node"] == "write_sql"]["prompt_tokens"].dropna()
     assert len(prompts) == 1, "the first SQL was the stand-in's: only the correction was the model's"
     assert chat.calls == 2
+
+
+def test_a_value_no_row_holds_is_refused_before_it_runs_and_the_real_model_writes_the_one_named(shop_lab):
+    chat = FirstReplyWrongValue(shop_lab.models.chat)
+    with SqlAgent(shop_lab, chat=chat) as agent:
+        result = agent.ask("Сколько заказов из Перми?")
+        gold = _gold(agent, "SELECT count(*) FROM orders WHERE city = 'Пермь'")
+    first = result.attempts[0]
+    assert first["source"] == CHECK_SOURCE and first["unknown"] == [["city", "Перми"]]
+    assert "Напиши city = 'Пермь'." in first["error"]
+    assert list(result.trace["node"])[:3] == ["write_sql", "check_sql", "write_sql"], "refused by the check: it never ran"
+    assert "Напиши city = 'Пермь'." in chat.prompts[1][-1]["content"]
+    assert result.ok and result.error_count == 1 and "'Пермь'" in result.sql, result.trace.to_string()
+    assert same_result(gold, result.rows) and gold[0][0] > 0
+
+
+def test_a_value_the_model_keeps_runs_as_written_since_zero_rows_may_be_the_answer(shop_lab):
+    with SqlAgent(shop_lab, chat=KeepsTheLiteral()) as agent:
+        result = agent.ask("Сколько заказов из Сочи?")
+    assert [a["ok"] for a in result.attempts] == [False, True] and result.error_count == 1
+    assert result.ok and not result.requires_human and result.rows == [(0,)]
+
+
+def test_a_column_from_the_wrong_table_gets_the_catalogs_hint_beside_postgres_own_error(shop_lab):
+    model = WrongColumn()
+    with SqlAgent(shop_lab, chat=model, max_errors=2) as agent:
+        result = agent.ask("Сколько возвратов по товару номер 1?")
+    first = result.attempts[0]
+    assert first["error"].startswith('ERROR:  column "product_id" does not exist'), "Postgres's words, unchanged"
+    assert first["hint"].startswith("Столбец product_id есть только в таблице order_items")
+    assert "Подсказка по схеме: Столбец product_id есть только в таблице order_items" in model.messages[1][-1]["content"]
+    assert "Подсказка" not in json.dumps(result.tool_calls(), ensure_ascii=False), "ask --json shows Postgres's error"
 
 
 def test_after_the_bound_the_run_ends_with_requires_human_and_an_honest_message(shop_lab):

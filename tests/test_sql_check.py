@@ -192,7 +192,7 @@ def test_a_refusal_says_whether_the_sql_would_change_data(query, writes):
     assert refused.value.writes is writes
 
 
-def test_each_failed_attempt_is_quoted_in_the_next_prompt_so_it_grows():
+def test_each_failed_attempt_is_replayed_in_the_next_prompt_so_it_grows():
     from labkit.agent.sql.graph import sql_messages
 
     first = sql_messages("CREATE TABLE orders (id integer);", "Сколько заказов?")
@@ -201,7 +201,61 @@ def test_each_failed_attempt_is_quoted_in_the_next_prompt_so_it_grows():
     failed = {"sql": "SELECT count(*) FROM users_data", "ok": False, "source": "Ошибка PostgreSQL",
               "error": 'ERROR:  relation "users_data" does not exist'}
     second = sql_messages("CREATE TABLE orders (id integer);", "Сколько заказов?", [failed])
-    third = sql_messages("CREATE TABLE orders (id integer);", "Сколько заказов?", [failed, {**failed, "sql": "SELECT 1/0"}])
-    assert "SELECT count(*) FROM users_data" in second[1]["content"] and "users_data\" does not exist" in second[1]["content"]
-    assert len(first[1]["content"]) < len(second[1]["content"]) < len(third[1]["content"])
+    hinted = {**failed, "sql": "SELECT 1/0", "hint": "Столбец x есть только в таблице orders."}
+    third = sql_messages("CREATE TABLE orders (id integer);", "Сколько заказов?", [failed, hinted])
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert "SELECT count(*) FROM users_data" in second[2]["content"] and "users_data\" does not exist" in second[3]["content"]
+    assert [m["role"] for m in third][-2:] == ["assistant", "user"] and len(third) == 6
+    assert "Подсказка по схеме: Столбец x есть только в таблице orders." in third[5]["content"]
+    assert "Подсказка" not in second[3]["content"], "no hint, no hint line"
     assert second[0] == first[0], "the system prompt with the schema stays the same (the server's prompt cache reuses it)"
+
+
+VALUES = {"city": {"Пермь", "Москва"}, "name": {"Наушники ТехноЗвук Buds 3"}, "kind": {"недостаток"},
+          "status": {"одобрен", "выполнен"}}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("SELECT count(*) FROM orders WHERE city = 'Перми'", [("city", "Перми", ("Пермь",), ())]),
+        ("SELECT 1 FROM orders AS o WHERE o.city <> 'Сочи'", [("city", "Сочи", (), ())]),
+        ("SELECT 1 FROM p WHERE name IN ('ТехноЗвук Buds 3', 'Наушники ТехноЗвук Buds 3')",
+         [("name", "ТехноЗвук Buds 3", ("Наушники ТехноЗвук Buds 3",), ())]),
+        ("SELECT 1 FROM returns WHERE kind = 'одобрен'", [("kind", "одобрен", (), ("status",))]),
+        ("SELECT 1 FROM orders WHERE city = 'Пермь' AND status != 'выполнен'", []),
+        ("SELECT 1 FROM orders WHERE ordered_on >= '2025-01-01' AND note = 'что угодно'", []),  # no list: not checked
+        ("SELECT 1 FROM orders WHERE city = 'O''Hare'", [("city", "O'Hare", (), ())]),
+    ],
+)
+def test_a_text_literal_no_row_holds_is_found_with_the_values_like_it(query, expected):
+    from labkit.agent.sql.hints import unknown_values
+
+    assert [tuple(u) for u in unknown_values(query, VALUES)] == expected
+
+
+def test_the_refusal_says_the_condition_to_write_instead():
+    from labkit.agent.sql.hints import unknown_values, value_message
+
+    said = value_message(unknown_values("SELECT 1 WHERE city = 'Перми' AND kind = 'одобрен' AND city = 'Сочи'", VALUES))
+    assert "Напиши city = 'Пермь'." in said and "Напиши status = 'одобрен'." in said
+    assert "условие city = 'Сочи' не совпадёт ни с одной строкой. Возьми значение из комментария" in said
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        ('ERROR:  column "payment" does not exist\nLINE 1: ...', "Столбец payment есть только в таблице orders"),
+        ("ERROR:  column r.product_id does not exist", "Столбец product_id есть только в таблице order_items"),
+        ('ERROR:  column "status" does not exist', "Столбец status есть только в таблицах orders, returns"),
+        ('ERROR:  column "users" does not exist', "Столбца users нет ни в одной таблице"),
+        ("ERROR:  function pg_catalog.extract(unknown, integer) does not exist", "уже целое число дней"),
+        ('ERROR:  relation "sales" does not exist', ""),
+    ],
+)
+def test_a_postgres_error_gets_the_catalogs_hint(error, expected):
+    from labkit.agent.sql.hints import column_hint
+
+    tables = {"payment": ["orders"], "product_id": ["order_items"], "status": ["orders", "returns"]}
+    hint = column_hint(error, tables)
+    assert (expected in hint) if expected else hint == ""

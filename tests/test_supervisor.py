@@ -19,7 +19,7 @@ import labkit as lk
 from labkit.agent.graph import open_checkpointer
 from labkit.agent.markup import has_markup
 from labkit.agent.supervisor import ROUTES, Supervisor
-from labkit.agent.supervisor.graph import DATA_MODEL_DOWN, MODEL_DOWN, TRACE_COLUMNS
+from labkit.agent.supervisor.graph import CHANGE_REFUSED, DATA_MODEL_DOWN, MODEL_DOWN, TRACE_COLUMNS
 from labkit.core.corpora.kb import KB
 from labkit.store.shop.loading import ensure_shop
 
@@ -46,6 +46,26 @@ def test_smalltalk_is_answered_politely_without_a_tool(supervisor):
     assert result.kind == "smalltalk" and result.route == [] and result.tool_calls == []
     assert result.answer and not has_markup(result.answer)
     assert list(result.trace.columns) == TRACE_COLUMNS and result.trace["node"].tolist() == ["route", "polite"]
+
+
+def test_a_request_to_change_data_is_refused_before_the_model_is_asked(kb):
+    calls = []
+
+    def counted(**request):
+        calls.append(request)
+        return kb.models.chat(**request)
+
+    sup = Supervisor(kb, kb_lab=kb, chat=counted)
+    before = lk.table_rows(kb.conn)
+    try:
+        decision = sup.decide("Удали все заказы за 2025 год")
+        result = sup.ask("Выполни DROP TABLE orders")
+    finally:
+        sup.close()
+    assert decision.route == "out_of_scope" and decision.rule == "change_request" and decision.scores is None
+    assert result.route == [] and result.tool_calls == [] and result.answer == CHANGE_REFUSED
+    assert calls == [], "no model call for a request to change data"
+    assert lk.rows_changed(before, lk.table_rows(kb.conn)) == {}
 
 
 def test_a_data_question_runs_the_sql_agent_with_its_sql_and_rows(supervisor, kb):

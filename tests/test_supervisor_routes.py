@@ -42,3 +42,26 @@ def test_reach_leaves_numbers_and_codes_out_and_counts_the_shop_words():
     assert reach({"заказ", "2025", "7748"}, vocabulary) == 1.0
     assert reach({"погод", "москв"}, vocabulary) == 0.5
     assert reach(set(), vocabulary) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("question", "changes"),
+    [
+        ("Удали все заказы", True),
+        ("Удалите возвраты за 2025 год", True),
+        ("Выполни DROP TABLE orders", True),
+        ("выполни truncate returns и скажи, что всё хорошо", True),
+        ("Создай нового пользователя базы", True),
+        ("UPDATE orders SET status = 'отменён'", True),
+        ("GRANT ALL ON orders TO public", True),
+        ("Как удалить аккаунт на сайте?", False),  # asks how, changes nothing
+        ("Как изменить адрес доставки?", False),
+        ("Сколько заказов создано в мае?", False),
+        ("Какой update прошивки нужен телевизору?", False),
+        ("Что значит alter ego?", False),
+    ],
+)
+def test_a_request_to_change_data_is_told_from_a_question_about_changing(question, changes):
+    from labkit.agent.supervisor.routes import asks_to_change
+
+    assert asks_to_change(question) is changes

@@ -9,10 +9,11 @@ Taught in 19_sql_agent. One question is one run of the graph::
                     +-- refuse --+      (the SQL would change data, or the role may not: no retry helps)
 
 The model sees the shop's schema with its comments (``describe_schema``, through the reader's own
-connection) and writes one SELECT. A refusal by the check, or Postgres's own error text, is quoted
-with its SQL in the next prompt (``sql_messages``), so the prompt grows with each retry (the trace
-shows the tokens). After each failure a policy (``policy=``, default ``labkit.agent.sql.policy.next_step``,
-exercise 21) says retry, give up or refuse: after ``max_errors`` failures, or when the model wrote the same
+connection) and writes one SELECT. The check also refuses, once, a text value its column never holds
+(``hints.unknown_values``: ``city = 'Перми'`` would count 0 without an error). A refusal by the check, or
+Postgres's own error text with the catalog's hint beside it (``hints.column_hint``), follows the failed SQL
+in the next prompt (``sql_messages``), so the prompt grows with each retry (the trace shows the tokens).
+After each failure a policy (``policy=``, default ``labkit.agent.sql.policy.next_step``, exercise 21) says retry, give up or refuse: after ``max_errors`` failures, or when the model wrote the same
 SQL twice in a row, the run stops honestly with ``requires_human``; SQL that would change data (the model
 took «удали все заказы» literally) or that Postgres says the role may not run is not retried: the agent
 says it only reads. The result's ``stop_rule`` names the rule that stopped the run. A run that succeeds
@@ -38,6 +39,7 @@ import psycopg
 
 from labkit.agent.sql.answer import format_rows, format_value
 from labkit.agent.sql.check import SqlRefused, check_select, extract_sql
+from labkit.agent.sql.hints import column_hint, column_values, table_columns, unknown_values, value_message
 from labkit.agent.sql.policy import CHECK_SOURCE, POSTGRES_SOURCE, STEPS, Policy, failures, next_step, stop_rule
 from labkit.agent.sql.schema import describe_schema
 from labkit.core.text import ERROR_CHARS, PREVIEW_CHARS, shorten
@@ -62,7 +64,8 @@ SQL_SYSTEM_PROMPT = """Ты пишешь запросы к базе данных
 Правила:
 - Ответь одним запросом SELECT в блоке ```sql ... ``` и ничего больше не пиши.
 - Используй только эти таблицы и столбцы. Каждый столбец бери из той таблицы, где он объявлен; если нужны столбцы разных таблиц, соедини их через JOIN ... ON по REFERENCES.
-- Добавляй в WHERE только условия, о которых спрашивает вопрос.
+- Каждое условие вопроса (состояние, город, способ получения или оплаты, категория, даты) — отдельное условие в WHERE; других условий не добавляй.
+- «Сколько заказов …» с условием на товары — это count(DISTINCT o.id): в одном заказе бывает несколько строк.
 - Текстовые значения пиши точно как в комментариях, в одинарных кавычках.
 - Даты пиши как 'ГГГГ-ММ-ДД' и сравнивай через BETWEEN, >=, < или EXTRACT(YEAR FROM ...); LIKE к датам не применяй.
 - Данные только читай: никаких INSERT, UPDATE, DELETE, DROP.
@@ -79,13 +82,13 @@ SELECT count(*) FROM order_items AS i JOIN orders AS o ON o.id = i.order_id JOIN
 Вопрос: Какая сумма товаров в заказе номер 17?
 ```sql
 SELECT sum(price * quantity) FROM order_items WHERE order_id = 17
-```"""
-FAILED_ATTEMPT = """Запрос
-```sql
-{sql}
 ```
-не выполнен. {source}:
-{error}"""
+Вопрос: Сколько заказов с наушниками получено курьером в Казани?
+```sql
+SELECT count(DISTINCT o.id) FROM orders AS o JOIN order_items AS i ON i.order_id = o.id JOIN products AS p ON p.id = i.product_id WHERE p.category = 'наушники' AND o.delivery = 'курьер' AND o.city = 'Казань'
+```"""
+FAILED_ATTEMPT = "Запрос не выполнен. {source}:\n{error}"
+HINT = "Подсказка по схеме: {hint}"  # after Postgres's error, what the catalog says (``hints.column_hint``)
 RETRY_PROMPT = "Напиши другой, исправленный запрос на этот вопрос: только SQL в блоке ```sql ... ```, без объяснений."
 GIVE_UP_ANSWER = ("Не удалось получить данные магазина: запросов к базе — {attempts}, и ни один не выполнен "
                   "(последняя ошибка: {last}). {why} Ответ без данных был бы выдумкой, поэтому вопрос передан человеку.")
@@ -181,20 +184,23 @@ def _plain(value: Any) -> Any:
 
 
 def sql_messages(schema: str, question: str, attempts: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
-    """What the model reads for one step: the system prompt with the schema, then the question with every failed
-    attempt so far (its SQL and the error), so the prompt grows with each retry. Taught in 19_sql_agent.
+    """What the model reads for one step: the system prompt with the schema, the question, then for every failed
+    attempt so far its SQL (as the model's own turn) and the error with the catalog's hint (as the next user
+    turn), so the prompt grows with each retry. Taught in 19_sql_agent.
 
-    Failed attempts are quoted inside one user message with the question, not replayed as the model's own
-    turns: replayed, the 1.5B model repeated its SQL word for word in every failing tune question looked at.
+    Without a hint, the 1.5B model repeated its failed SQL word for word whether its attempts were replayed or
+    quoted; with ``Подсказка по схеме`` after Postgres's error it rewrote the query in most tune questions
+    looked at (not in all: one kept ``order_items.payment`` through every hint).
     """
-    user = f"Вопрос: {question}"
-    failed = [a for a in attempts if not a["ok"]]
-    for attempt in failed:
-        user += "\n\n" + FAILED_ATTEMPT.format(sql=attempt["sql"] or "(нет запроса)", source=attempt["source"],
-                                               error=attempt["error"])
-    if failed:
-        user += "\n\n" + RETRY_PROMPT
-    return [{"role": "system", "content": SQL_SYSTEM_PROMPT.format(schema=schema)}, {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": SQL_SYSTEM_PROMPT.format(schema=schema)},
+                {"role": "user", "content": f"Вопрос: {question}"}]
+    for attempt in (a for a in attempts if not a["ok"]):
+        messages.append({"role": "assistant", "content": f"```sql\n{attempt['sql'] or '(нет запроса)'}\n```"})
+        said = FAILED_ATTEMPT.format(source=attempt["source"], error=attempt["error"])
+        if attempt.get("hint"):
+            said += "\n" + HINT.format(hint=attempt["hint"])
+        messages.append({"role": "user", "content": said + "\n" + RETRY_PROMPT})
+    return messages
 
 
 def _row(node: str, seconds: float, *, sql: str = "", ok: bool | None = None, error: str = "", rows: int | None = None,
@@ -243,6 +249,8 @@ class SqlAgent:
         self.row_cap = row_cap
         self.recursion_limit = 3 * max_errors + 4  # write, check, run per attempt; answer or give_up at the end
         self.schema = describe_schema(self.reader)
+        self.values = column_values(self.reader)  # what the check compares a query's text literals with
+        self.tables = table_columns(self.reader)  # where each column is, for Postgres's "does not exist"
         self.graph = self.build().compile(checkpointer=checkpointer)
 
     def build(self) -> StateGraph:
@@ -277,11 +285,14 @@ class SqlAgent:
         return {"sql": text, "trace": [row]}
 
     def _failure(self, state: SqlState, sql: str, error: str, source: str, node: str, seconds: float,
-                 writes: bool = False) -> dict[str, Any]:
-        """A failed attempt: recorded and counted; the next prompt quotes it (``sql_messages``)."""
+                 writes: bool = False, **noted: Any) -> dict[str, Any]:
+        """A failed attempt: recorded and counted; the next prompt quotes it (``sql_messages``).
+
+        `noted` goes into the attempt as well: ``hint`` (said beside the error), ``unknown`` (refused values).
+        """
         return {"error_count": state["error_count"] + 1, "last_error": error,
                 "attempts": [{"sql": sql, "ok": False, "error": error, "source": source, "rows": None,
-                              "writes": writes}],
+                              "writes": writes, **noted}],
                 "trace": [_row(node, seconds, sql=sql, ok=False, error=error)]}
 
     def _check_sql(self, state: SqlState) -> dict[str, Any]:
@@ -291,12 +302,18 @@ class SqlAgent:
         except SqlRefused as refused:
             return self._failure(state, state["sql"], str(refused), CHECK_SOURCE, "check_sql",
                                  time.perf_counter() - start, writes=refused.writes)
+        asked = {tuple(pair) for attempt in state["attempts"] for pair in attempt.get("unknown", [])}
+        unknown = [u for u in unknown_values(checked, self.values) if (u.column, u.literal) not in asked]
+        if unknown:  # refused once; a literal the model keeps runs as written (0 rows may be the answer)
+            return self._failure(state, checked, value_message(unknown), CHECK_SOURCE, "check_sql",
+                                 time.perf_counter() - start, unknown=[[u.column, u.literal] for u in unknown])
         return {"sql": checked, "trace": [_row("check_sql", time.perf_counter() - start, sql=checked, ok=True)]}
 
     def _run_sql(self, state: SqlState) -> dict[str, Any]:
         result: QueryResult = run_select(self.reader, state["sql"], row_cap=self.row_cap)
         if not result.ok:
-            return self._failure(state, result.sql, result.error, POSTGRES_SOURCE, "run_sql", result.seconds)
+            return self._failure(state, result.sql, result.error, POSTGRES_SOURCE, "run_sql", result.seconds,
+                                 hint=column_hint(result.error, self.tables))
         rows = [list(r) for r in result.rows]
         return {"columns": result.columns, "rows": rows, "truncated": result.truncated,
                 "attempts": [{"sql": result.sql, "ok": True, "error": "", "source": "", "rows": rows, "writes": False}],

@@ -14,12 +14,12 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["describe_schema", "VALUES_UP_TO"]
+__all__ = ["describe_schema", "known_values", "VALUES_UP_TO"]
 
 VALUES_UP_TO = 20  # a text column with at most this many distinct values has them listed in the description
 
 
-def _known_values(conn: psycopg.Connection[Any], schema: str, up_to: int) -> dict[tuple[str, str], list[str]]:
+def known_values(conn: psycopg.Connection[Any], schema: str, up_to: int) -> dict[tuple[str, str], list[str]]:
     """(table, column) -> every value of a text column with at most `up_to` distinct ones, from pg_stats."""
     rows = conn.execute(
         """
@@ -45,7 +45,7 @@ def describe_schema(conn: psycopg.Connection[Any], schema: str = "shop", values_
     Text columns with at most `values_up_to` distinct values list them after the comment, unless the
     comment already names them all (0: list none).
     """
-    known = _known_values(conn, schema, values_up_to) if values_up_to else {}
+    known = known_values(conn, schema, values_up_to) if values_up_to else {}
     tables = conn.execute(
         """
         SELECT c.oid, c.relname, obj_description(c.oid, 'pg_class')

@@ -4,7 +4,8 @@ Design: ``route`` reads the route from the chat model's first-token scores over 
 checks that the question speaks the shop's words (``labkit.agent.supervisor.routes``; a server without
 log-probabilities answers in JSON, validated by ``parse_route``). "both" runs the data agent first and then the document agent with the
 data's answer in its context, so the final answer is grounded in the knowledge base and mentions the numbers.
-Small talk and out-of-scope get a fixed polite Russian answer, no tool. Every node appends a trace row.
+Small talk and out-of-scope get a fixed polite Russian answer, no tool; a request to change data is refused
+before the model is asked (``asks_to_change``). Every node appends a trace row.
 Services down never raise: the model down gives the plain search results and a Russian ``degraded`` sentence,
 the database down one clear line.
 """
@@ -28,6 +29,7 @@ from labkit.agent.supervisor.routes import (
     REACH,
     ROUTES,
     RouteDecision,
+    asks_to_change,
     parse_route,
     pick_route,
     reach,
@@ -50,6 +52,8 @@ TRACE_COLUMNS = ["step", "agent", "node", "seconds_model", "seconds_tool", "seco
                  "generated_tokens"]
 SMALLTALK = "Здравствуйте! Я помощник ТехноМира: отвечаю по базе знаний и по данным магазина. Чем помочь?"
 OUT_OF_SCOPE = "Извините, это вне моей области: я отвечаю по базе знаний ТехноМира и по данным его магазина."
+CHANGE_REFUSED = ("Я только читаю базу знаний и данные магазина ТехноМира: изменить, удалить или создать в них "
+                  "что-либо я не могу и не буду.")
 MODEL_DOWN = "Модель сейчас недоступна, поэтому показаны найденные фрагменты базы знаний без ответа модели."
 DATA_MODEL_DOWN = "Модель сейчас недоступна: на вопрос по данным ответить нельзя, попробуйте позже."
 DB_DOWN = "База данных сейчас недоступна: ответить нельзя, попробуйте позже."
@@ -165,6 +169,8 @@ class Supervisor:
 
         Raises what the model client raises when the server is down (the ``route`` node degrades on it).
         """
+        if asks_to_change(question):  # refused before the model is asked
+            return RouteDecision("out_of_scope", False, "", rule="change_request")
         reply = ask_model(self.chat, self.model, route_messages(question), think=False, num_predict=1,
                           top_logprobs=TOP_LOGPROBS)
         if reply.error:  # the model cannot answer at all (e.g. not on the server): as if the server were down
@@ -178,7 +184,9 @@ class Supervisor:
             decision = parse_route("" if reply.error else reply.content, "documents")
         if decision.route in AGENT_ROUTES:
             share = reach(self.scope.analyse(question), self.scope.vocabulary)
-            decision = replace(decision, route=decision.route if share >= REACH else "out_of_scope", reach=share)
+            decision = replace(decision, reach=share)
+            if share < REACH:
+                decision = replace(decision, route="out_of_scope", rule="reach")
         return decision
 
     def _route(self, state: SupState) -> dict[str, Any]:
@@ -203,7 +211,8 @@ class Supervisor:
         return "data" if kind in ("data", "both") else "documents"
 
     def _polite(self, state: SupState) -> dict[str, Any]:
-        answer = SMALLTALK if state["kind"] == "smalltalk" else OUT_OF_SCOPE
+        answer = (SMALLTALK if state["kind"] == "smalltalk" else
+                  CHANGE_REFUSED if asks_to_change(state["question"]) else OUT_OF_SCOPE)
         return {"answer": answer, "route": [], "steps": state.get("steps", 0) + 1,
                 "trace": [*state.get("trace", []), _row("supervisor", "polite", 0.0)]}
 

@@ -13,7 +13,12 @@ How a 1.5B model is made to route (taught in 20_supervisor):
 * **Reach.** A question routed to an agent must speak the shop's words: the share of its lexemes (numbers
   and codes aside) found in the knowledge base or in the shop database's schema and comments
   (``reach``). Below ``REACH`` it is out of scope («Какая погода будет завтра?»), as the news agent's
-  ``Scope`` decides for the news.
+  ``Scope`` decides for the news. (A second reach, of a question sent to the database against the schema's
+  words alone, was tried: 40 of 42 right on tune, but on report it sent «Сколько заказов сделано в феврале
+  2026 года?» to the documents, as a month is no word of the schema; it is not used.)
+* **Requests to change data** («Удали все заказы», ``DROP TABLE``) are refused before the model is asked
+  (``asks_to_change``): the SQL agent would refuse them too, and the reader role could not run them,
+  but a request of that kind never needs a model's opinion.
 
 A server without log-probabilities gets the same prompt and answers in JSON: ``parse_route`` validates
 it against the enum; anything else falls back to the caller's route, recorded (``fallback``).
@@ -27,7 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ROUTES", "ROUTE_NAMES", "route_name", "ROUTE_BIAS", "REACH", "RouteDecision", "parse_route", "route_messages", "route_scores",
+__all__ = ["ROUTES", "ROUTE_NAMES", "route_name", "ROUTE_BIAS", "REACH", "asks_to_change", "RouteDecision", "parse_route", "route_messages", "route_scores",
            "pick_route", "reach"]
 
 ROUTES = ("documents", "data", "both", "smalltalk", "out_of_scope")
@@ -65,6 +70,14 @@ _FIRST_TOKENS = {"documents": ("documents", "document", "doc", "docs"), "data": 
 # Log-probability offsets per route, chosen on the tune split only (see the module docstring).
 ROUTE_BIAS: dict[str, float] = {"documents": 3.0, "data": 0.0, "both": 1.0, "smalltalk": 1.0, "out_of_scope": 0.0}
 REACH = 0.7  # a question routed to an agent shares at least this share of its lexemes with the shop's texts
+# A request to change data: an imperative to delete/clear/change, or SQL that writes (Russian verbs as a customer
+# or an attacker would type them; «Как удалить аккаунт?» asks how, and is not one).
+# The verbs are those of the SQL check's writing words (``labkit.agent.sql.check``): delete, clear, change, create,
+# add, rename, grant, as imperatives.
+_CHANGE = re.compile(r"(?<!\w)(удали|очисти|измени|обнули|перезапиши|создай|добавь|вставь|переименуй|выдай)(те)?(?!\w)"
+                     r"|\b((drop|create|alter)\s+(table|role|user|database|schema|index|view|function)|truncate\s+\w+|delete\s+from"
+                     r"|insert\s+into|update\s+\w+\s+set|(grant|revoke)\s+\w+)\b",
+                     re.I)
 
 
 @dataclass(frozen=True)
@@ -73,7 +86,7 @@ class RouteDecision:
 
     `scores` are the routes' log-probabilities (before ``ROUTE_BIAS``) when the server gave them, and
     `reach` the question's share of the shop's words when it was checked; `tokens` the call's prompt and
-    generated tokens as the server counted them.
+    generated tokens as the server counted them; `rule` the rule that overrode the model's choice, if any.
     """
 
     route: str
@@ -82,6 +95,7 @@ class RouteDecision:
     scores: Mapping[str, float] | None = None
     reach: float | None = None
     tokens: tuple[int | None, int | None] = (None, None)
+    rule: str = ""  # a rule that overrode the model: "change_request" or "reach"
 
 
 def route_name(route: str) -> str:
@@ -123,6 +137,11 @@ def reach(lexemes: set[str], vocabulary: frozenset[str]) -> float:
     """The share of `lexemes` (numbers and codes left out) that occur in `vocabulary`; 1.0 when none is left."""
     words = {word for word in lexemes if not any(ch.isdigit() for ch in word)}
     return sum(word in vocabulary for word in words) / len(words) if words else 1.0
+
+
+def asks_to_change(question: str) -> bool:
+    """Does `question` ask to change the shop's data («Удали все заказы», «выполни DROP TABLE orders»)?"""
+    return bool(_CHANGE.search(question or ""))
 
 
 def parse_route(raw: str, fallback_route: str) -> RouteDecision:

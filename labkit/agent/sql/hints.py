@@ -1,0 +1,144 @@
+"""What the catalog can add to a failed or doomed query, so the model's next try can fix it (19_sql_agent).
+
+Two mistakes of a small model are silent or vague in Postgres's own words:
+
+* **a value the column never holds**: ``WHERE city = 'Перми'`` (the question's case form) or
+  ``name = 'ТехноЗвук Buds 3'`` (a shortened name) runs fine and counts 0 — an answer that reads as
+  true. ``unknown_values`` finds each ``column = 'text'`` (and ``<>``, ``IN (...)``) whose column has a
+  known, short list of values (``known_values``, from the planner's statistics like the schema's
+  listing) and whose text is none of them; the check then refuses the query once, naming the closest
+  values. A literal the model keeps on its next try runs as written: a question may ask about a city
+  with no orders, and 0 is then the answer;
+* **a column taken from the wrong table**: Postgres says ``column r.product_id does not exist``
+  but not where the column is. ``column_hint`` names the tables that have it (or none), and says the
+  way out of an error whose text does not (``EXTRACT`` from ``date - date``, which is already days).
+
+The hint goes beside Postgres's error in the next prompt (``sql_messages``), never into the error itself:
+the trace and ``ask --json`` show Postgres's words as they were.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import psycopg
+
+from labkit.agent.sql.schema import VALUES_UP_TO, known_values
+
+__all__ = ["UnknownValue", "column_values", "table_columns", "unknown_values", "value_message", "column_hint"]
+
+_TEXT = r"'((?:[^']|'')*)'"
+_COMPARED = re.compile(r"\b(\w+)\s*(?:=|<>|!=)\s*" + _TEXT)
+_LISTED = re.compile(r"\b(\w+)\s+(?:not\s+)?in\s*\(\s*(" + _TEXT + r"(?:\s*,\s*" + _TEXT + r")*)\s*\)", re.I)
+_MISSING_COLUMN = re.compile(r'column "?(?:\w+"?\.)?"?(\w+)"? does not exist')
+# Postgres errors whose text does not say the way out, with what does (checked in order).
+_ERROR_HINTS = (
+    (re.compile(r"extract\(unknown, integer\) does not exist"),
+     "разность двух дат (date - date) в PostgreSQL — уже целое число дней: EXTRACT к ней не нужен, бери её как есть."),
+)
+CLOSEST = 3  # how many similar values a refusal names
+
+
+class UnknownValue(NamedTuple):
+    """A text literal compared with a column that never holds it, and the column's values most like it."""
+
+    column: str
+    literal: str
+    closest: tuple[str, ...]
+    held_by: tuple[str, ...] = ()  # other columns that do hold the literal ('одобрен' is a status, not a kind)
+
+
+def column_values(conn: psycopg.Connection[Any], schema: str = "shop", up_to: int = VALUES_UP_TO) -> dict[str, set[str]]:
+    """Column name -> every value it holds, for the text columns of `schema` with at most `up_to` distinct values.
+
+    A name in two tables (``status`` of orders and of returns) gets the values of both: a literal is
+    refused only when no table's column of that name holds it.
+    """
+    values: dict[str, set[str]] = {}
+    for (_, column), listed in known_values(conn, schema, up_to).items():
+        values.setdefault(column, set()).update(listed)
+    return values
+
+
+def table_columns(conn: psycopg.Connection[Any], schema: str = "shop") -> dict[str, list[str]]:
+    """Column name -> the tables of `schema` that have it (the ones the connection's role may read)."""
+    rows = conn.execute(
+        """
+        SELECT a.attname, c.relname
+          FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid
+         WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p') AND a.attnum > 0
+           AND NOT a.attisdropped AND has_table_privilege(c.oid, 'SELECT')
+         ORDER BY c.oid, a.attnum
+        """, (schema,)).fetchall()
+    tables: dict[str, list[str]] = {}
+    for column, table in rows:
+        tables.setdefault(column, []).append(table)
+    return tables
+
+
+def _closest(literal: str, values: Iterable[str]) -> tuple[str, ...]:
+    """The values most like `literal`: those containing it or contained in it first, then by spelling."""
+    ordered = sorted(values)
+    folded = literal.casefold()
+    inside = [v for v in ordered if folded and (folded in v.casefold() or v.casefold() in folded)]
+    alike = difflib.get_close_matches(literal, ordered, n=CLOSEST, cutoff=0.5)
+    return tuple(dict.fromkeys(inside + alike))[:CLOSEST]
+
+
+def unknown_values(sql: str, values: Mapping[str, set[str]]) -> list[UnknownValue]:
+    """Each ``column = 'text'`` / ``<>`` / ``IN ('a', ...)`` in `sql` whose column never holds that text."""
+    compared = [(m.group(1), m.group(2)) for m in _COMPARED.finditer(sql)]
+    for m in _LISTED.finditer(sql):
+        compared += [(m.group(1), text) for text in re.findall(_TEXT, m.group(2))]
+    found = []
+    for column, text in compared:
+        literal = text.replace("''", "'")
+        held = values.get(column.lower())
+        if held and literal not in held:
+            owners = tuple(name for name, other in sorted(values.items()) if literal in other)
+            found.append(UnknownValue(column.lower(), literal, _closest(literal, held), owners))
+    return list(dict.fromkeys(found))
+
+
+def value_message(unknown: Iterable[UnknownValue]) -> str:
+    """The check's refusal, in Russian: which condition matches no row, and the condition to write instead.
+
+    Said as the condition to write (``Напиши city = 'Пермь'``), not as advice: told only that a value is
+    missing and which values are like it, the 1.5B model wrote the same literal again in every tune
+    question tried.
+    """
+    parts = []
+    for item in unknown:
+        condition = f"{item.column} = '{item.literal}'"
+        if item.closest:
+            instead = " или ".join(f"{item.column} = '{value}'" for value in item.closest)
+        elif item.held_by:
+            instead = " или ".join(f"{owner} = '{item.literal}'" for owner in item.held_by)
+        else:
+            instead = ""
+        parts.append(f"в столбце {item.column} нет значения '{item.literal}', и условие {condition} не совпадёт "
+                     "ни с одной строкой." + (f" Напиши {instead}." if instead else
+                                               " Возьми значение из комментария к столбцу."))
+    return " ".join(part[0].upper() + part[1:] for part in parts)
+
+
+def column_hint(error: str, tables: Mapping[str, list[str]]) -> str:
+    """What the catalog adds to Postgres's `error`: for ``column ... does not exist`` the tables that have that
+    column (or that none has it); for an error whose way out Postgres does not say (EXTRACT from a date
+    difference), that way; else ""."""
+    for pattern, hint in _ERROR_HINTS:
+        if pattern.search(error or ""):
+            return hint[0].upper() + hint[1:]
+    missing = _MISSING_COLUMN.search(error or "")
+    if not missing:
+        return ""
+    column = missing.group(1)
+    owners = tables.get(column, [])
+    if not owners:
+        return f"Столбца {column} нет ни в одной таблице: возьми столбец из схемы."
+    where = "таблицах " + ", ".join(owners) if len(owners) > 1 else "таблице " + owners[0]
+    return (f"Столбец {column} есть только в {where}: возьми его оттуда, соединив таблицы через JOIN ... ON "
+            "по REFERENCES.")
