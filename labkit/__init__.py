@@ -35,6 +35,7 @@ from labkit.agent.supervisor.routes import (
     asks_to_change,
     pick_route,
     reach,
+    route_bias,
     route_name,
     route_scores,
 )
@@ -398,7 +399,7 @@ __all__ = [
     "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
     "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
-    "REACH", "ROUTE_BIAS", "asks_to_change", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor",
+    "REACH", "ROUTE_BIAS", "route_bias", "asks_to_change", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor",
     "faithful_answer", "lab_secrets", "rows_changed", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
     "FakeRepeatingSqlChat",
     "SqlQuestion", "load_sql_questions", "same_result", "evaluate_sql_agent",

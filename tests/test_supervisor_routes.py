@@ -65,3 +65,13 @@ def test_a_request_to_change_data_is_told_from_a_question_about_changing(questio
     from labkit.agent.supervisor.routes import asks_to_change
 
     assert asks_to_change(question) is changes
+
+
+def test_a_model_gets_its_own_calibration_where_one_was_chosen_else_the_lab_models():
+    from labkit.agent.supervisor.routes import ROUTE_BIAS, ROUTE_BIAS_BY_MODEL, route_bias
+
+    assert route_bias("qwen2.5-coder:1.5b") == ROUTE_BIAS == route_bias("a-model-nobody-calibrated")
+    for model, bias in ROUTE_BIAS_BY_MODEL.items():
+        assert route_bias(model) == bias and set(bias) == set(ROUTES), model
+    route_bias("qwen2.5-coder:0.5b")["documents"] = 99.0
+    assert route_bias("qwen2.5-coder:0.5b")["documents"] != 99.0, "a copy: a caller cannot change the table"

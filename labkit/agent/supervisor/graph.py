@@ -33,6 +33,7 @@ from labkit.agent.supervisor.routes import (
     parse_route,
     pick_route,
     reach,
+    route_bias,
     route_messages,
     route_scores,
 )
@@ -177,7 +178,7 @@ class Supervisor:
             raise ConnectionError(reply.error)
         try:
             scores = route_scores(first_token_alternatives(reply))
-            decision = RouteDecision(pick_route(scores), False, reply.content, scores,
+            decision = RouteDecision(pick_route(scores, route_bias(self.model)), False, reply.content, scores,
                                      tokens=(reply.prompt_tokens, reply.eval_tokens))
         except JudgeUnavailable:  # a server without log-probabilities: the same prompt, a JSON answer, validated
             reply = ask_model(self.chat, self.model, route_messages(question, "json"), think=False, num_predict=ROUTE_TOKENS)
