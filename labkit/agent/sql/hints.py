@@ -6,8 +6,8 @@ Two mistakes of a small model are silent or vague in Postgres's own words:
   ``name = 'ТехноЗвук Buds 3'`` (a shortened name) runs fine and counts 0 — an answer that reads as
   true. ``unknown_values`` finds each ``column = 'text'`` (and ``<>``, ``IN (...)``) whose column has a
   known, short list of values (``known_values``, from the planner's statistics like the schema's
-  listing) and whose text is none of them; the check then refuses the query once, naming the closest
-  values. A literal the model keeps on its next try runs as written: a question may ask about a city
+  listing) and whose text is none of them; the check then refuses the query once and names the
+  condition to write instead (``value_message``). A literal the model keeps on its next try runs as written: a question may ask about a city
   with no orders, and 0 is then the answer;
 * **a column taken from the wrong table**: Postgres says ``column r.product_id does not exist``
   but not where the column is. ``column_hint`` names the tables that have it (or none), and says the

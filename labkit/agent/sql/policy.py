@@ -4,7 +4,8 @@ A policy is a function ``next_step(attempts, max_errors) -> "retry" | "give_up" 
 ``SqlAgent`` asks after every failed attempt. ``attempts`` is the run's list so far, oldest first,
 each ``{"sql", "ok", "error", "source", "rows", "writes"}`` (``source`` says who refused it: the check
 (``CHECK_SOURCE``) or Postgres (``POSTGRES_SOURCE``); ``writes`` is true when the check refused SQL
-that would change data; a failure may also carry ``hint`` and ``unknown``, see ``labkit.agent.sql.hints``). The rules, in order:
+that would change data; a failure may also carry ``hint`` and ``unknown``, see ``labkit.agent.sql.hints``).
+The rules, in order:
 
 1. **refuse** when the last failure can never be served by a retry of a read-only agent: the check
    refused a write, or Postgres said the role may not do it (``permission denied``, ``read-only

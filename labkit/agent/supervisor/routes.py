@@ -78,10 +78,9 @@ ROUTE_BIAS_BY_MODEL: dict[str, dict[str, float]] = {
     "qwen2.5-coder:0.5b": {"documents": -1.0, "data": 0.0, "both": 0.0, "smalltalk": 1.0, "out_of_scope": 0.0},
 }
 REACH = 0.7  # a question routed to an agent shares at least this share of its lexemes with the shop's texts
-# A request to change data: an imperative to delete/clear/change, or SQL that writes (Russian verbs as a customer
-# or an attacker would type them; «Как удалить аккаунт?» asks how, and is not one).
-# The verbs are those of the SQL check's writing words (``labkit.agent.sql.check``): delete, clear, change, create,
-# add, rename, grant, as imperatives.
+# A request to change data: SQL that writes, or an imperative of the SQL check's writing words
+# (``labkit.agent.sql.check``) in Russian: delete, clear, change, zero, overwrite, create, add, insert, rename,
+# grant. «Как удалить аккаунт?» asks how, and is not one.
 _CHANGE = re.compile(r"(?<!\w)(удали|очисти|измени|обнули|перезапиши|создай|добавь|вставь|переименуй|выдай)(те)?(?!\w)"
                      r"|\b((drop|create|alter)\s+(table|role|user|database|schema|index|view|function)|truncate\s+\w+|delete\s+from"
                      r"|insert\s+into|update\s+\w+\s+set|(grant|revoke)\s+\w+)\b",
