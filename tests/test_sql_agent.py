@@ -54,25 +54,24 @@ def _reply(content: str) -> Any:
 class FirstReplyWrongTable:
     """STAND-IN for the first step only: writes SQL on a table that does not exist, then the real model answers."""
 
+    FIRST = "SELECT count(*) FROM users_data"
+
     def __init__(self, chat: Callable[..., Any]) -> None:
         self.chat, self.calls = chat, 0
+        self.prompts: list[list[dict[str, Any]]] = []  # the messages of each call
 
     def __call__(self, **request: Any) -> Any:
         self.calls += 1
+        self.prompts.append(request["messages"])
         if self.calls == 1:
-            return _reply("```sql\nSELECT count(*) FROM users_data\n```")
+            return _reply(f"```sql\n{self.FIRST}\n```")
         return self.chat(**request)
 
 
 class FirstReplyWrongValue(FirstReplyWrongTable):
     """STAND-IN for the first step only: a city in the question's case form ('Перми'), then the real model answers."""
 
-    def __call__(self, **request: Any) -> Any:
-        self.calls += 1
-        self.prompts = [*getattr(self, "prompts", []), request["messages"]]
-        if self.calls == 1:
-            return _reply("```sql\nSELECT count(*) FROM orders WHERE city = 'Перми'\n```")
-        return self.chat(**request)
+    FIRST = "SELECT count(*) FROM orders WHERE city = 'Перми'"
 
 
 class KeepsTheLiteral:

@@ -39,9 +39,9 @@ import psycopg
 
 from labkit.agent.sql.answer import format_rows, format_value
 from labkit.agent.sql.check import SqlRefused, check_select, extract_sql
-from labkit.agent.sql.hints import column_hint, column_values, table_columns, unknown_values, value_message
+from labkit.agent.sql.hints import column_hint, unknown_values, value_message
 from labkit.agent.sql.policy import CHECK_SOURCE, POSTGRES_SOURCE, STEPS, Policy, failures, next_step, stop_rule
-from labkit.agent.sql.schema import describe_schema
+from labkit.agent.sql.schema import column_values, describe_schema, table_columns
 from labkit.core.text import ERROR_CHARS, PREVIEW_CHARS, shorten
 from labkit.models.chat import ask_model
 from labkit.store.shop.reader import ROW_CAP, QueryResult, open_reader, run_select

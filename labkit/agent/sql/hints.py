@@ -1,17 +1,20 @@
 """What the catalog can add to a failed or doomed query, so the model's next try can fix it (19_sql_agent).
 
+The catalog is read once per agent (``labkit.agent.sql.schema``); the functions here only read text.
+
 Two mistakes of a small model are silent or vague in Postgres's own words:
 
 * **a value the column never holds**: ``WHERE city = 'Перми'`` (the question's case form) or
   ``name = 'ТехноЗвук Buds 3'`` (a shortened name) runs fine and counts 0 — an answer that reads as
   true. ``unknown_values`` finds each ``column = 'text'`` (and ``<>``, ``IN (...)``) whose column has a
-  known, short list of values (``known_values``, from the planner's statistics like the schema's
+  known, short list of values (``schema.column_values``, from the planner's statistics like the schema's
   listing) and whose text is none of them; the check then refuses the query once and names the
-  condition to write instead (``value_message``). A literal the model keeps on its next try runs as written: a question may ask about a city
-  with no orders, and 0 is then the answer;
+  condition to write instead (``value_message``). A literal the model keeps on its next try runs as
+  written: a question may ask about a city with no orders, and 0 is then the answer;
 * **a column taken from the wrong table**: Postgres says ``column r.product_id does not exist``
-  but not where the column is. ``column_hint`` names the tables that have it (or none), and says the
-  way out of an error whose text does not (``EXTRACT`` from ``date - date``, which is already days).
+  but not where the column is. ``column_hint`` names the tables that have it (``schema.table_columns``),
+  or that none has, and says the way out of an error whose text does not (``EXTRACT`` from ``date -
+  date``, which is already days).
 
 The hint goes beside Postgres's error in the next prompt (``sql_messages``), never into the error itself:
 the trace and ``ask --json`` show Postgres's words as they were.
@@ -22,13 +25,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import psycopg
-
-from labkit.agent.sql.schema import VALUES_UP_TO, known_values
-
-__all__ = ["UnknownValue", "column_values", "table_columns", "unknown_values", "value_message", "column_hint"]
+__all__ = ["UnknownValue", "unknown_values", "value_message", "column_hint"]
 
 _TEXT = r"'((?:[^']|'')*)'"
 _COMPARED = re.compile(r"\b(\w+)\s*(?:=|<>|!=)\s*" + _TEXT)
@@ -49,34 +48,6 @@ class UnknownValue(NamedTuple):
     literal: str
     closest: tuple[str, ...]
     held_by: tuple[str, ...] = ()  # other columns that do hold the literal ('одобрен' is a status, not a kind)
-
-
-def column_values(conn: psycopg.Connection[Any], schema: str = "shop", up_to: int = VALUES_UP_TO) -> dict[str, set[str]]:
-    """Column name -> every value it holds, for the text columns of `schema` with at most `up_to` distinct values.
-
-    A name in two tables (``status`` of orders and of returns) gets the values of both: a literal is
-    refused only when no table's column of that name holds it.
-    """
-    values: dict[str, set[str]] = {}
-    for (_, column), listed in known_values(conn, schema, up_to).items():
-        values.setdefault(column, set()).update(listed)
-    return values
-
-
-def table_columns(conn: psycopg.Connection[Any], schema: str = "shop") -> dict[str, list[str]]:
-    """Column name -> the tables of `schema` that have it (the ones the connection's role may read)."""
-    rows = conn.execute(
-        """
-        SELECT a.attname, c.relname
-          FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid
-         WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p') AND a.attnum > 0
-           AND NOT a.attisdropped AND has_table_privilege(c.oid, 'SELECT')
-         ORDER BY c.oid, a.attnum
-        """, (schema,)).fetchall()
-    tables: dict[str, list[str]] = {}
-    for column, table in rows:
-        tables.setdefault(column, []).append(table)
-    return tables
 
 
 def _closest(literal: str, values: Iterable[str]) -> tuple[str, ...]:

@@ -14,9 +14,12 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["describe_schema", "known_values", "VALUES_UP_TO"]
+__all__ = ["describe_schema", "known_values", "column_values", "table_columns", "VALUES_UP_TO"]
 
 VALUES_UP_TO = 20  # a text column with at most this many distinct values has them listed in the description
+# The relations of a schema (bound as the first parameter) that the connection's role may read.
+_READABLE = """c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p')
+           AND has_table_privilege(c.oid, 'SELECT')"""
 
 
 def known_values(conn: psycopg.Connection[Any], schema: str, up_to: int) -> dict[tuple[str, str], list[str]]:
@@ -50,8 +53,7 @@ def describe_schema(conn: psycopg.Connection[Any], schema: str = "shop", values_
         """
         SELECT c.oid, c.relname, obj_description(c.oid, 'pg_class')
           FROM pg_class AS c
-         WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p')
-           AND has_table_privilege(c.oid, 'SELECT')
+         WHERE """ + _READABLE + """
          ORDER BY c.oid
         """, (schema,)).fetchall()
     blocks = []
@@ -84,3 +86,32 @@ def describe_schema(conn: psycopg.Connection[Any], schema: str = "shop", values_
         header = f"-- {comment}\n" if comment else ""
         blocks.append(f"{header}CREATE TABLE {name} (\n" + "\n".join(lines) + "\n);")
     return "\n\n".join(blocks)
+
+
+def column_values(conn: psycopg.Connection[Any], schema: str = "shop", up_to: int = VALUES_UP_TO) -> dict[str, set[str]]:
+    """Column name -> every value it holds, for the text columns of `schema` with at most `up_to` distinct values
+    (what ``labkit.agent.sql.hints.unknown_values`` checks a query's literals against).
+
+    A name in two tables (``status`` of orders and of returns) gets the values of both: a literal is
+    refused only when no table's column of that name holds it.
+    """
+    values: dict[str, set[str]] = {}
+    for (_, column), listed in known_values(conn, schema, up_to).items():
+        values.setdefault(column, set()).update(listed)
+    return values
+
+
+def table_columns(conn: psycopg.Connection[Any], schema: str = "shop") -> dict[str, list[str]]:
+    """Column name -> the tables of `schema` that have it (the ones the connection's role may read): where
+    ``labkit.agent.sql.hints.column_hint`` sends a column Postgres did not find."""
+    rows = conn.execute(
+        """
+        SELECT a.attname, c.relname
+          FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid
+         WHERE """ + _READABLE + """ AND a.attnum > 0 AND NOT a.attisdropped
+         ORDER BY c.oid, a.attnum
+        """, (schema,)).fetchall()
+    tables: dict[str, list[str]] = {}
+    for column, table in rows:
+        tables.setdefault(column, []).append(table)
+    return tables
