@@ -48,6 +48,20 @@ def test_notebook_is_committed_clean(path: Path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_run_parameters_name_variables_of_the_parameters_cell(path: Path):
+    """A misspelt key in ``ci_parameters`` or ``foreign_parameters`` would silently run the full size."""
+    nb = nbformat.read(path, as_version=4)
+    cell = next(cell for cell in nb.cells if "parameters" in _tags(cell))
+    assigned = {name.id for node in ast.walk(ast.parse(cell.source)) if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for target in getattr(node, "targets", [getattr(node, "target", None)])
+                for name in ast.walk(target) if isinstance(name, ast.Name)}
+    meta = nb.metadata.get("labkit", {})
+    for key in ("ci_parameters", "foreign_parameters"):
+        unknown = set(meta.get(key, {})) - assigned
+        assert not unknown, f"{_id(path)}: {key} sets {sorted(unknown)}, which the parameters cell does not assign"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_notebook_opens_with_title_then_one_short_setup_cell(path: Path):
     nb = nbformat.read(path, as_version=4)
     title, setup = nb.cells[0], nb.cells[1]
