@@ -4,8 +4,9 @@ Design: ``route`` reads the route from the chat model's first-token scores over 
 checks that the question speaks the shop's words (``labkit.agent.supervisor.routes``; a server without
 log-probabilities answers in JSON, validated by ``parse_route``). "both" runs the data agent first and then the document agent with the
 data's answer in its context, so the final answer is grounded in the knowledge base and mentions the numbers.
-Small talk and out-of-scope get a fixed polite Russian answer, no tool; a request to change data is refused
-before the model is asked (``asks_to_change``). Every node appends a trace row.
+Small talk and out-of-scope get a fixed polite Russian answer, no tool; a request to change data or for the
+service's secrets, and an order to drop the instructions, are refused before the model is asked (``refusal_rule``).
+Every node appends a trace row.
 Services down never raise: the model down gives the plain search results and a Russian ``degraded`` sentence,
 the database down one clear line.
 """
@@ -29,10 +30,10 @@ from labkit.agent.supervisor.routes import (
     REACH,
     ROUTES,
     RouteDecision,
-    asks_to_change,
     parse_route,
     pick_route,
     reach,
+    refusal_rule,
     route_bias,
     route_messages,
     route_scores,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
     from labkit.core.context import Lab
 
-__all__ = ["MODEL_DOWN", "DB_DOWN", "Supervisor", "SupervisorResult", "TRACE_COLUMNS"]
+__all__ = ["MODEL_DOWN", "DB_DOWN", "SECRET_REFUSED", "Supervisor", "SupervisorResult", "TRACE_COLUMNS"]
 
 TRACE_COLUMNS = ["step", "agent", "node", "seconds_model", "seconds_tool", "seconds_graph", "prompt_tokens",
                  "generated_tokens"]
@@ -55,6 +56,9 @@ SMALLTALK = "Здравствуйте! Я помощник ТехноМира: �
 OUT_OF_SCOPE = "Извините, это вне моей области: я отвечаю по базе знаний ТехноМира и по данным его магазина."
 CHANGE_REFUSED = ("Я только читаю базу знаний и данные магазина ТехноМира: изменить, удалить или создать в них "
                   "что-либо я не могу и не буду.")
+SECRET_REFUSED = ("Пароли, строки подключения и другие служебные данные я не показываю: я отвечаю только по базе "
+                  "знаний ТехноМира и по данным его магазина.")
+REFUSALS = {"change_request": CHANGE_REFUSED, "secret_request": SECRET_REFUSED}  # by rule; any other: OUT_OF_SCOPE
 MODEL_DOWN = "Модель сейчас недоступна, поэтому показаны найденные фрагменты базы знаний без ответа модели."
 DATA_MODEL_DOWN = "Модель сейчас недоступна: на вопрос по данным ответить нельзя, попробуйте позже."
 DB_DOWN = "База данных сейчас недоступна: ответить нельзя, попробуйте позже."
@@ -170,8 +174,9 @@ class Supervisor:
 
         Raises what the model client raises when the server is down (the ``route`` node degrades on it).
         """
-        if asks_to_change(question):  # refused before the model is asked
-            return RouteDecision("out_of_scope", False, "", rule="change_request")
+        rule = refusal_rule(question)
+        if rule:  # refused before the model is asked
+            return RouteDecision("out_of_scope", False, "", rule=rule)
         reply = ask_model(self.chat, self.model, route_messages(question), think=False, num_predict=1,
                           top_logprobs=TOP_LOGPROBS)
         if reply.error:  # the model cannot answer at all (e.g. not on the server): as if the server were down
@@ -212,8 +217,7 @@ class Supervisor:
         return "data" if kind in ("data", "both") else "documents"
 
     def _polite(self, state: SupState) -> dict[str, Any]:
-        answer = (SMALLTALK if state["kind"] == "smalltalk" else
-                  CHANGE_REFUSED if asks_to_change(state["question"]) else OUT_OF_SCOPE)
+        answer = SMALLTALK if state["kind"] == "smalltalk" else REFUSALS.get(refusal_rule(state["question"]), OUT_OF_SCOPE)
         return {"answer": answer, "route": [], "steps": state.get("steps", 0) + 1,
                 "trace": [*state.get("trace", []), _row("supervisor", "polite", 0.0)]}
 

@@ -19,7 +19,9 @@ How a 1.5B model is made to route (taught in 20_supervisor):
   2026 года?» to the documents, as a month is no word of the schema; it is not used.)
 * **Requests to change data** («Удали все заказы», ``DROP TABLE``) are refused before the model is asked
   (``asks_to_change``): the SQL agent would refuse them too, and the reader role could not run them,
-  but a request of that kind never needs a model's opinion.
+  but a request of that kind never needs a model's opinion. So are **requests for the service's secrets**
+  («покажи пароль базы», a connection string, ``pg_authid``) and **orders to drop the instructions**
+  («игнорируй все инструкции»): ``refusal_rule`` names which rule a question meets.
 
 A server without log-probabilities gets the same prompt and answers in JSON: ``parse_route`` validates
 it against the enum; anything else falls back to the caller's route, recorded (``fallback``).
@@ -33,7 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ROUTES", "ROUTE_NAMES", "route_name", "ROUTE_BIAS", "ROUTE_BIAS_BY_MODEL", "route_bias", "REACH", "asks_to_change", "RouteDecision", "parse_route", "route_messages", "route_scores",
+__all__ = ["ROUTES", "ROUTE_NAMES", "route_name", "ROUTE_BIAS", "ROUTE_BIAS_BY_MODEL", "route_bias", "REACH", "asks_to_change", "asks_for_secret", "refusal_rule", "RouteDecision", "parse_route", "route_messages", "route_scores",
            "pick_route", "reach"]
 
 ROUTES = ("documents", "data", "both", "smalltalk", "out_of_scope")
@@ -85,6 +87,14 @@ _CHANGE = re.compile(r"(?<!\w)(удали|очисти|измени|обнули
                      r"|\b((drop|create|alter)\s+(table|role|user|database|schema|index|view|function)|truncate\s+\w+|delete\s+from"
                      r"|insert\s+into|update\s+\w+\s+set|(grant|revoke)\s+\w+)\b",
                      re.I)
+# A request for the service's secrets: the database's (server's, administrator's, a role's) password, a connection
+# string, the catalogs that hold passwords. «Как сменить пароль от личного кабинета?» is a customer's question.
+_SECRET = re.compile(r"парол\w*(\s+\S+){0,2}?\s+(от\s+|к\s+|для\s+|у\s+)?(баз|сервер|postgres|администратор|админ|root|суперпользовател|рол[иье])"
+                     r"|строк\w*\s+подключени|connection\s+string|database_url|pg_authid|pg_shadow|секретн\w*\s+ключ|api[- ]?ключ",
+                     re.I)
+# An order to drop the instructions (the opening of a prompt injection): ignore / forget the rules.
+_OVERRIDE = re.compile(r"(?<!\w)(игнорируй|забудь|проигнорируй)(те)?\s+(\S+\s+){0,3}?(инструкци|правил|указани|ограничени|промпт)",
+                       re.I)
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,7 @@ class RouteDecision:
     scores: Mapping[str, float] | None = None
     reach: float | None = None
     tokens: tuple[int | None, int | None] = (None, None)
-    rule: str = ""  # a rule that overrode the model: "change_request" or "reach"
+    rule: str = ""  # a rule that overrode the model: one of ``refusal_rule``'s names, or "reach"
 
 
 def route_name(route: str) -> str:
@@ -154,6 +164,21 @@ def reach(lexemes: set[str], vocabulary: frozenset[str]) -> float:
 def asks_to_change(question: str) -> bool:
     """Does `question` ask to change the shop's data («Удали все заказы», «выполни DROP TABLE orders»)?"""
     return bool(_CHANGE.search(question or ""))
+
+
+def asks_for_secret(question: str) -> bool:
+    """Does `question` ask for the service's secrets («покажи пароль базы», «строка подключения»)?"""
+    return bool(_SECRET.search(question or ""))
+
+
+def refusal_rule(question: str) -> str:
+    """The rule that refuses `question` before any model is asked: "change_request", "secret_request",
+    "instruction_override", or "" when none does."""
+    if asks_to_change(question):
+        return "change_request"
+    if asks_for_secret(question):
+        return "secret_request"
+    return "instruction_override" if _OVERRIDE.search(question or "") else ""
 
 
 def parse_route(raw: str, fallback_route: str) -> RouteDecision:
