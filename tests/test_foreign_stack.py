@@ -18,10 +18,10 @@ this stack: they embed 44 long documents and every chunk of several cuts, which 
 embedder needs most of an hour for on 2 cores (and meanwhile holds the model server every other
 foreign run waits on); 17_kb_rerank's shipped judge scores are those of the embedded stack's chat model,
 so a foreign chat model would judge hundreds of pairs anew; 20_supervisor's document agent searches the same
-chunks. 12_scale's real vectors are more than a hundred of those chunks (its shape measures need a hundredth
-neighbour): about four minutes of the 0.5B embedder, which every other foreign run here would queue behind;
-its index code at another dimension is proven in test_scale.py. What they need of a stack is what the news
-lessons need of it: the same setup, embedding calls and vector tables of the model's own dimension, which run here.
+chunks. 12_scale's shape measures need a hundredth neighbour, so its real vectors are the news and some seventy
+of those chunks: about four minutes of the 0.5B embedder, which every other foreign run here would queue behind;
+its index code at another dimension is proven in test_scale_dimension.py. What they need of a stack is what the
+news lessons need of it: the same setup, embedding calls and vector tables of the model's own dimension, which run here.
 """
 
 from __future__ import annotations
