@@ -10,7 +10,6 @@ Playwright's own browsers (`playwright install`) are never used: they come from 
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import os
 import re
@@ -34,6 +33,7 @@ from playwright.sync_api import Browser, Page, Route, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import labkit as lk
+from labkit.course.grading.grader import parameters_cell_values
 from labkit.course.site import SiteReport, build_site
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,9 +113,7 @@ def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 def _parameters(path: Path) -> dict[str, object]:
     """The literal values of the notebook's `parameters` cell."""
-    cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
-    return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(cell.source).body
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+    return parameters_cell_values(nbformat.read(path, as_version=4))
 
 
 # The document numbers of the «гибрид» column of the table the widget output shows ("1: Цена золота…" -> "1").

@@ -24,6 +24,7 @@ from jupyter_client.manager import start_new_kernel
 from nbrun import KERNEL, NOTEBOOKS, Runs, notebook_id
 
 import labkit
+from labkit.course.grading.grader import parameters_cell_values
 
 _id = notebook_id
 
@@ -51,10 +52,7 @@ def test_notebook_is_committed_clean(path: Path):
 def test_run_parameters_name_variables_of_the_parameters_cell(path: Path):
     """A misspelt key in ``ci_parameters`` or ``foreign_parameters`` would silently run the full size."""
     nb = nbformat.read(path, as_version=4)
-    cell = next(cell for cell in nb.cells if "parameters" in _tags(cell))
-    assigned = {name.id for node in ast.walk(ast.parse(cell.source)) if isinstance(node, (ast.Assign, ast.AnnAssign))
-                for target in getattr(node, "targets", [getattr(node, "target", None)])
-                for name in ast.walk(target) if isinstance(name, ast.Name)}
+    assigned = set(parameters_cell_values(nb))
     meta = nb.metadata.get("labkit", {})
     for key in ("ci_parameters", "foreign_parameters"):
         unknown = set(meta.get(key, {})) - assigned

@@ -50,7 +50,8 @@ from labkit.retrieval.pipeline import Pipeline
 from labkit.retrieval.spec import pipeline_spec
 from labkit.store.embedcache import cached_query_embedding
 
-__all__ = ["REFERENCE", "Student", "ExerciseSetup", "ChallengeSetup", "Outcome", "find_students", "starter_parameters",
+__all__ = ["REFERENCE", "Student", "ExerciseSetup", "ChallengeSetup", "Outcome", "find_students", "parameters_cell_values",
+           "starter_parameters",
            "exercise_setups", "kernel_environment", "warm_template", "Grader", "grade_class"]
 
 REFERENCE = Path(__file__).resolve().parents[3] / "notebooks"  # the starters: their parameters and time limits
@@ -115,15 +116,30 @@ def find_students(root: Path, skip: Iterable[Path] = ()) -> list[Student]:
     return students
 
 
-def _parameters(path: Path) -> tuple[dict[str, Any], float]:
-    """The literal values of a notebook's `parameters` cell, with its CI values over them, and its time limit."""
-    nb = nbformat.read(path, as_version=4)
+def _assigned(target: ast.expr, value: ast.expr) -> dict[str, Any]:
+    """Name -> literal value of one assignment (``A = 1``, or ``A, B = 1, 2``); {} for any other target."""
+    if isinstance(target, ast.Name):
+        return {target.id: ast.literal_eval(value)}
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        return {name: v for t, e in zip(target.elts, value.elts) for name, v in _assigned(t, e).items()}
+    return {}
+
+
+def parameters_cell_values(nb: nbformat.NotebookNode) -> dict[str, Any]:
+    """The literal values the notebook's `parameters` cell assigns: the names papermill may set."""
     parameters: dict[str, Any] = {}
     for cell in nb.cells:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             for node in ast.parse(cell.source).body:
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    parameters[node.targets[0].id] = ast.literal_eval(node.value)
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    parameters.update(_assigned(node.targets[0], node.value))
+    return parameters
+
+
+def _parameters(path: Path) -> tuple[dict[str, Any], float]:
+    """The literal values of a notebook's `parameters` cell, with its CI values over them, and its time limit."""
+    nb = nbformat.read(path, as_version=4)
+    parameters = parameters_cell_values(nb)
     meta = dict(nb.metadata.get("labkit", {}))
     parameters.update(meta.get("ci_parameters", {}))  # the small knobs CI uses keep a class's run short too
     return parameters, float(meta.get("timeout", DEFAULT_TIMEOUT))
