@@ -25,7 +25,7 @@ from labkit.agent.scope import Scope, corpus_scope
 from labkit.agent.sql.check import SqlRefused, check_select
 from labkit.agent.sql.fake import FakeRepeatingSqlChat
 from labkit.agent.sql.graph import SqlAgent, SqlResult, sql_messages
-from labkit.agent.sql.hints import column_hint, unknown_values
+from labkit.agent.sql.hints import column_hint, unasked_values, unknown_values
 from labkit.agent.sql.policy import next_step_without_progress_rule, normalise_sql, stop_rule
 from labkit.agent.sql.schema import describe_schema
 from labkit.agent.supervisor import ROUTES, DocumentAgent, RouteDecision, Supervisor, SupervisorResult
@@ -399,7 +399,7 @@ __all__ = [
     # the shop and its SQL agent
     "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
-    "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
+    "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "unasked_values", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
     "REACH", "ROUTE_BIAS", "route_bias", "asks_to_change", "refusal_rule", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor",
     "faithful_answer", "lab_secrets", "rows_changed", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
     "FakeRepeatingSqlChat",

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import labkit as lk
-from labkit.agent.sql.graph import SqlAgent
+from labkit.agent.sql.graph import EXAMPLE_LITERALS, SqlAgent
 from labkit.agent.sql.policy import CHECK_SOURCE
 from labkit.evaluation.sql_accuracy import evaluate_sql_agent, load_sql_questions, same_result, sql_accuracy
 from labkit.services.setup import model_client
@@ -72,6 +72,19 @@ class FirstReplyWrongValue(FirstReplyWrongTable):
     """STAND-IN for the first step only: a city in the question's case form ('Перми'), then the real model answers."""
 
     FIRST = "SELECT count(*) FROM orders WHERE city = 'Перми'"
+
+
+class FirstReplyUnaskedCondition(FirstReplyWrongTable):
+    """STAND-IN for the first step only: a category the question never names (copied from the prompt's examples)."""
+
+    FIRST = ("SELECT count(DISTINCT o.id) FROM orders AS o JOIN order_items AS i ON i.order_id = o.id JOIN products AS p "
+             "ON p.id = i.product_id WHERE p.category = 'наушники' AND o.city = 'Пермь'")
+
+
+class FirstReplyUnaskedCity(FirstReplyWrongTable):
+    """STAND-IN for the first step only: a city the question never names, then the real model answers."""
+
+    FIRST = "SELECT count(*) FROM orders WHERE status = 'отменён' AND city = 'Москва'"
 
 
 class KeepsTheLiteral:
@@ -161,6 +174,31 @@ def test_a_value_no_row_holds_is_refused_before_it_runs_and_the_real_model_write
     assert "Напиши city = 'Пермь'." in chat.prompts[1][-1]["content"]
     assert result.ok and result.error_count == 1 and "'Пермь'" in result.sql, result.trace.to_string()
     assert same_result(gold, result.rows) and gold[0][0] > 0
+
+
+def test_a_condition_copied_from_the_prompts_examples_is_cut_out_before_it_runs(shop_lab):
+    chat = FirstReplyUnaskedCondition(shop_lab.models.chat)
+    with SqlAgent(shop_lab, chat=chat) as agent:
+        result = agent.ask("Сколько заказов из Перми?")
+        gold = _gold(agent, "SELECT count(DISTINCT o.id) FROM orders AS o JOIN order_items AS i ON i.order_id = o.id "
+                            "WHERE o.city = 'Пермь'")
+    assert "наушники" in EXAMPLE_LITERALS and chat.calls == 1, "cut by the check: no second model call"
+    assert result.ok and result.error_count == 0 and "наушники" not in result.sql and "'Пермь'" in result.sql
+    check = result.trace[result.trace["node"] == "check_sql"].iloc[0]
+    assert check["ok"] and "category = 'наушники'" in check["preview"], result.trace.to_string()
+    assert list(result.trace["node"]) == ["write_sql", "check_sql", "run_sql", "answer"]
+    assert same_result(gold, result.rows) and gold[0][0] > 0
+
+
+def test_another_condition_the_question_never_asked_for_is_refused_once_with_the_query_to_write(shop_lab):
+    chat = FirstReplyUnaskedCity(shop_lab.models.chat)
+    with SqlAgent(shop_lab, chat=chat) as agent:
+        result = agent.ask("Сколько заказов отменено?")
+    first = result.attempts[0]
+    assert first["source"] == CHECK_SOURCE and first["unasked"] == [["city", "Москва"]]
+    assert "Напиши запрос без него:\n```sql\nSELECT count(*) FROM orders WHERE status = 'отменён'\n```" in first["error"]
+    assert chat.calls == 2 and "Напиши запрос без него" in chat.prompts[1][-1]["content"]
+    assert result.ok and result.error_count == 1, result.trace.to_string()  # dropped, or kept and run as written
 
 
 def test_a_value_the_model_keeps_runs_as_written_since_zero_rows_may_be_the_answer(shop_lab):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from labkit.agent.sql.answer import format_rows, format_value
 from labkit.agent.sql.check import SqlRefused, check_select, extract_sql, words
 from labkit.core.corpus import DataError
 from labkit.evaluation.sql_accuracy import load_sql_questions, same_result, same_value
+
+REPO = Path(__file__).resolve().parents[1]
 
 # --- what the model wrote ------------------------------------------------------------------------------
 
@@ -240,6 +243,69 @@ def test_the_refusal_says_the_condition_to_write_instead():
     said = value_message(unknown_values("SELECT 1 WHERE city = 'Перми' AND kind = 'одобрен' AND city = 'Сочи'", VALUES))
     assert "Напиши city = 'Пермь'." in said and "Напиши status = 'одобрен'." in said
     assert "условие city = 'Сочи' не совпадёт ни с одной строкой. Возьми значение из комментария" in said
+
+
+@pytest.mark.parametrize(
+    ("query", "question", "expected"),
+    [
+        ("SELECT count(*) FROM returns AS r JOIN order_items AS i ON i.id = r.order_item_id JOIN products AS p "
+         "ON p.id = i.product_id WHERE p.category = 'наушники' AND r.status = 'отклонён' AND r.reason = 'недостаток'",
+         "Сколько возвратов товара с недостатком магазин отклонил?", [("category", "наушники")]),
+        ("SELECT count(*) FROM orders WHERE city = 'Казань' AND delivery = 'курьер'",
+         "Сколько заказов доставили курьером в Казани?", []),
+        ("SELECT 1 FROM orders WHERE delivery IN ('курьер', 'самовывоз')", "Сколько заказов получено курьером?",
+         [("delivery", "самовывоз")]),
+        ("SELECT price FROM products WHERE name = 'ТехноВид 43F5'", "Какая цена у телевизора 43F5?", []),
+        ("SELECT 1 FROM orders WHERE ordered_on = '2025-03-01' AND status = 'отменён'", "Сколько заказов отменили 1 марта?", []),
+        ("SELECT 1 FROM orders WHERE city = 'Пермь'", "Сколько заказов из Перми?", []),
+        ("SELECT 1 FROM orders WHERE city = 'Пермь'", "Сколько заказов из Петербурга?", [("city", "Пермь")]),
+    ],
+)
+def test_a_condition_the_question_never_asked_for_is_found(query, question, expected):
+    from labkit.agent.sql.hints import unasked_values
+
+    assert unasked_values(query, question) == expected
+
+
+def test_no_labelled_questions_gold_sql_has_a_condition_the_question_never_asked_for():
+    from labkit.agent.sql.hints import unasked_values
+
+    golds = [json.loads(line) for name in ("shop", "supervisor")
+             for line in (REPO / "labkit" / "data" / name / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    golds = [record for record in golds if record.get("gold_sql")]
+    assert len(golds) > 50
+    assert [(r["id"], unasked_values(r["gold_sql"], r["question"])) for r in golds
+            if unasked_values(r["gold_sql"], r["question"])] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("SELECT count(*) FROM r JOIN p ON p.id = r.pid WHERE p.category = 'наушники' AND r.status = 'отклонён'",
+         "SELECT count(*) FROM r JOIN p ON p.id = r.pid WHERE r.status = 'отклонён'"),
+        ("SELECT count(*) FROM o WHERE city = 'Пермь' AND category = 'наушники' GROUP BY 1",
+         "SELECT count(*) FROM o WHERE city = 'Пермь' GROUP BY 1"),
+        ("SELECT count(*) FROM o WHERE p.category = 'наушники'", "SELECT count(*) FROM o"),
+        ("SELECT count(*) FROM o WHERE p.category = 'наушники' ORDER BY 1", "SELECT count(*) FROM o ORDER BY 1"),
+        ("SELECT count(*) FROM o WHERE city = 'Пермь' OR p.category = 'наушники'", ""),  # OR: not cut
+        ("SELECT count(*) FROM o WHERE p.category = 'наушники' OR city = 'Пермь'", ""),
+        ("SELECT count(*) FROM o WHERE p.category IN ('наушники')", ""),
+    ],
+)
+def test_an_unasked_condition_is_cut_out_of_the_where_or_left_to_the_model(query, expected):
+    from labkit.agent.sql.hints import without_conditions
+
+    assert without_conditions(query, [("category", "наушники")]) == expected
+
+
+def test_the_unasked_refusal_gives_the_query_to_write_or_says_what_to_drop():
+    from labkit.agent.sql.hints import unasked_message
+
+    said = unasked_message("SELECT 1 FROM o WHERE city = 'Пермь' AND category = 'наушники'", [("category", "наушники")])
+    assert said == ("В вопросе нет условия category = 'наушники'. Напиши запрос без него:\n"
+                    "```sql\nSELECT 1 FROM o WHERE city = 'Пермь'\n```")
+    said = unasked_message("SELECT 1 FROM o WHERE category IN ('наушники')", [("category", "наушники")])
+    assert said == "В вопросе нет условия category = 'наушники'. Убери его из WHERE."
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,10 @@ Taught in 19_sql_agent. One question is one run of the graph::
 
 The model sees the shop's schema with its comments (``describe_schema``, through the reader's own
 connection) and writes one SELECT. The check also refuses, once, a text value its column never holds
-(``hints.unknown_values``: ``city = 'Перми'`` would count 0 without an error). A refusal by the check, or
+(``hints.unknown_values``: ``city = 'Перми'`` would count 0 without an error) and a condition the question
+never asked for (``hints.unasked_values``); a condition of that kind on a value of the prompt's worked examples
+(``p.category = 'наушники'`` in a question about every product's returns) was copied from them, and the check
+cuts it out of the WHERE itself (the trace says so), as the 1.5B model wrote it again when asked to. A refusal by the check, or
 Postgres's own error text with the catalog's hint beside it (``hints.column_hint``), follows the failed SQL
 in the next prompt (``sql_messages``), so the prompt grows with each retry (the trace shows the tokens).
 After each failure a policy (``policy=``, default ``labkit.agent.sql.policy.next_step``, exercise 21) says retry, give up or refuse: after ``max_errors`` failures, or when the model wrote the same
@@ -39,7 +42,15 @@ import psycopg
 
 from labkit.agent.sql.answer import format_rows, format_value
 from labkit.agent.sql.check import SqlRefused, check_select, extract_sql
-from labkit.agent.sql.hints import column_hint, unknown_values, value_message
+from labkit.agent.sql.hints import (
+    column_hint,
+    example_literals,
+    unasked_message,
+    unasked_values,
+    unknown_values,
+    value_message,
+    without_conditions,
+)
 from labkit.agent.sql.policy import CHECK_SOURCE, POSTGRES_SOURCE, STEPS, Policy, failures, next_step, stop_rule
 from labkit.agent.sql.schema import column_values, describe_schema, table_columns
 from labkit.core.text import ERROR_CHARS, PREVIEW_CHARS, shorten
@@ -87,6 +98,9 @@ SELECT sum(price * quantity) FROM order_items WHERE order_id = 17
 ```sql
 SELECT count(DISTINCT o.id) FROM orders AS o JOIN order_items AS i ON i.order_id = o.id JOIN products AS p ON p.id = i.product_id WHERE p.category = 'наушники' AND o.delivery = 'курьер' AND o.city = 'Казань'
 ```"""
+# The texts the worked examples compare with ('кронштейны', 'Казань', ...): a condition on one of them that the
+# question never names was copied from an example, and the check cuts it out (``SqlAgent._check_sql``).
+EXAMPLE_LITERALS = example_literals(SQL_SYSTEM_PROMPT)
 FAILED_ATTEMPT = "Запрос не выполнен. {source}:\n{error}"
 HINT = "Подсказка по схеме: {hint}"  # after Postgres's error, what the catalog says (``hints.column_hint``)
 RETRY_PROMPT = "Напиши другой, исправленный запрос на этот вопрос: только SQL в блоке ```sql ... ```, без объяснений."
@@ -307,7 +321,23 @@ class SqlAgent:
         if unknown:  # refused once; a literal the model keeps runs as written (0 rows may be the answer)
             return self._failure(state, checked, value_message(unknown), CHECK_SOURCE, "check_sql",
                                  time.perf_counter() - start, unknown=[[u.column, u.literal] for u in unknown])
-        return {"sql": checked, "trace": [_row("check_sql", time.perf_counter() - start, sql=checked, ok=True)]}
+        unasked = unasked_values(checked, state["question"])
+        copied = [pair for pair in unasked if pair[1] in EXAMPLE_LITERALS]
+        cut = without_conditions(checked, copied) if copied else ""
+        if cut:  # a condition of the prompt's examples the question never names: the example's, cut out
+            note = "Убрано условие из примеров промпта, которого нет в вопросе: " + ", ".join(
+                f"{column} = '{literal}'" for column, literal in copied)
+            unasked = [pair for pair in unasked if pair not in copied]
+            checked = cut
+        else:
+            note = ""
+        dropped = {tuple(pair) for attempt in state["attempts"] for pair in attempt.get("unasked", [])}
+        unasked = [pair for pair in unasked if pair not in dropped]
+        if unasked:  # refused once too; a condition the model keeps runs as written
+            return self._failure(state, checked, unasked_message(checked, unasked), CHECK_SOURCE, "check_sql",
+                                 time.perf_counter() - start, unasked=[list(pair) for pair in unasked])
+        return {"sql": checked, "trace": [_row("check_sql", time.perf_counter() - start, sql=checked, ok=True,
+                                               preview=note)]}
 
     def _run_sql(self, state: SqlState) -> dict[str, Any]:
         result: QueryResult = run_select(self.reader, state["sql"], row_cap=self.row_cap)

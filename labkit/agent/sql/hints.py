@@ -11,6 +11,15 @@ Two mistakes of a small model are silent or vague in Postgres's own words:
   listing) and whose text is none of them; the check then refuses the query once and names the
   condition to write instead (``value_message``). A literal the model keeps on its next try runs as
   written: a question may ask about a city with no orders, and 0 is then the answer;
+* **a condition the question never asked for**: the worked examples of the prompt filter by a category
+  three times in four, and the 1.5B model copied ``p.category = 'наушники'`` into a question about
+  returns of every product. ``unasked_values`` finds each compared text (dates aside) none of whose words
+  the question shares a start of four letters with («Казани» asks for 'Казань', «с наушниками» for
+  'наушники'). On every labelled question's gold SQL (79 compared texts) it finds none. A value of the
+  prompt's worked examples (``example_literals``) the question never names was copied: the agent cuts the
+  condition out (``without_conditions``). Any other is refused once with the query to write
+  (``unasked_message``): a question may name a value in other words («на сайте» for 'онлайн'), and a
+  condition the model keeps runs as written;
 * **a column taken from the wrong table**: Postgres says ``column r.product_id does not exist``
   but not where the column is. ``column_hint`` names the tables that have it (``schema.table_columns``),
   or that none has, and says the way out of an error whose text does not (``EXTRACT`` from ``date -
@@ -24,10 +33,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["UnknownValue", "unknown_values", "value_message", "column_hint"]
+__all__ = ["UnknownValue", "unknown_values", "value_message", "unasked_values", "example_literals", "without_conditions", "unasked_message",
+           "column_hint"]
 
 _TEXT = r"'((?:[^']|'')*)'"
 _COMPARED = re.compile(r"\b(\w+)\s*(?:=|<>|!=)\s*" + _TEXT)
@@ -39,6 +49,9 @@ _ERROR_HINTS = (
      "разность двух дат (date - date) в PostgreSQL — уже целое число дней: EXTRACT к ней не нужен, бери её как есть."),
 )
 CLOSEST = 3  # how many similar values a refusal names
+_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+_WORDS = re.compile(r"\w+")
+SHARED_START = 4  # letters a literal's word and a question's word must start with alike («Казани» ~ 'Казань')
 
 
 class UnknownValue(NamedTuple):
@@ -59,14 +72,18 @@ def _closest(literal: str, values: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(inside + alike))[:CLOSEST]
 
 
-def unknown_values(sql: str, values: Mapping[str, set[str]]) -> list[UnknownValue]:
-    """Each ``column = 'text'`` / ``<>`` / ``IN ('a', ...)`` in `sql` whose column never holds that text."""
+def _compared(sql: str) -> list[tuple[str, str]]:
+    """(column, text) of each ``column = 'text'`` / ``<>`` / ``IN ('a', ...)`` in `sql`, quotes unescaped."""
     compared = [(m.group(1), m.group(2)) for m in _COMPARED.finditer(sql)]
     for m in _LISTED.finditer(sql):
         compared += [(m.group(1), text) for text in re.findall(_TEXT, m.group(2))]
+    return [(column, text.replace("''", "'")) for column, text in compared]
+
+
+def unknown_values(sql: str, values: Mapping[str, set[str]]) -> list[UnknownValue]:
+    """Each ``column = 'text'`` / ``<>`` / ``IN ('a', ...)`` in `sql` whose column never holds that text."""
     found = []
-    for column, text in compared:
-        literal = text.replace("''", "'")
+    for column, literal in _compared(sql):
         held = values.get(column.lower())
         if held and literal not in held:
             owners = tuple(name for name, other in sorted(values.items()) if literal in other)
@@ -94,6 +111,67 @@ def value_message(unknown: Iterable[UnknownValue]) -> str:
                      "ни с одной строкой." + (f" Напиши {instead}." if instead else
                                                " Возьми значение из комментария к столбцу."))
     return " ".join(part[0].upper() + part[1:] for part in parts)
+
+
+def _words(text: str) -> list[str]:
+    return [word.casefold().replace("ё", "е") for word in _WORDS.findall(text)]
+
+
+def _shares_a_word(literal: str, question: list[str]) -> bool:
+    """Does some word of `literal` start like a word of `question` (``SHARED_START`` letters, or the whole of the
+    shorter one), or hold a number, or sit inside a question's word («43F5» in «ТехноВид-43F5»)?"""
+    for word in _words(literal):
+        if any(ch.isdigit() for ch in word) and any(word in asked or asked in word for asked in question if len(asked) > 1):
+            return True
+        for asked in question:
+            start = min(SHARED_START, len(word), len(asked))
+            if start >= 2 and word[:start] == asked[:start] and (start == SHARED_START or len(word) == len(asked)):
+                return True
+    return False
+
+
+def unasked_values(sql: str, question: str) -> list[tuple[str, str]]:
+    """(column, text) of each text compared in `sql` (dates aside) that shares no word with `question`."""
+    asked = _words(question)
+    return list(dict.fromkeys((column.lower(), literal) for column, literal in _compared(sql)
+                              if not _DATE.fullmatch(literal) and not _shares_a_word(literal, asked)))
+
+
+def example_literals(prompt: str) -> frozenset[str]:
+    """The texts compared in the ```sql blocks of `prompt` (its worked examples), dates aside."""
+    blocks = re.findall(r"```sql\s*(.*?)```", prompt, re.S)
+    return frozenset(literal for block in blocks for _, literal in _compared(block) if not _DATE.fullmatch(literal))
+
+
+def without_conditions(sql: str, unasked: Iterable[tuple[str, str]]) -> str:
+    """`sql` with each ``[alias.]column = 'text'`` of `unasked` and its AND taken out of the WHERE (a WHERE left
+    empty goes too); "" when some condition is not written that way (in a list, with OR, ...)."""
+    for column, literal in unasked:
+        quoted = "'" + literal.replace("'", "''") + "'"
+        condition = rf"(?:\w+\.)?{re.escape(column)}\s*=\s*{re.escape(quoted)}"
+        for pattern, keep in ((rf"\s+and\s+{condition}(?!\s*\bor\b)", ""),
+                              (rf"(?<!\bor)(\bwhere\s+){condition}\s+and\s+", r"\1"),
+                              (rf"\s+where\s+{condition}(?=\s*(?:group\b|order\b|limit\b|$))", "")):
+            cut, found = re.subn(pattern, keep, sql, count=1, flags=re.I)
+            if found:
+                sql = cut
+                break
+        else:
+            return ""
+    return sql
+
+
+def unasked_message(sql: str, unasked: Sequence[tuple[str, str]]) -> str:
+    """The check's refusal, in Russian: the conditions the question does not ask for, and the query without them.
+
+    Said as the query to write, not as advice: told to drop the condition, the 1.5B model wrote the same query again.
+    """
+    conditions = ", ".join(f"{column} = '{literal}'" for column, literal in unasked)
+    cut = without_conditions(sql, unasked)
+    said = f"В вопросе нет условия {conditions}."
+    if cut:
+        return f"{said} Напиши запрос без него:\n```sql\n{cut}\n```"
+    return f"{said} Убери его из WHERE."
 
 
 def column_hint(error: str, tables: Mapping[str, list[str]]) -> str:
