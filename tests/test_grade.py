@@ -215,14 +215,14 @@ def _exercise(grades: dict, name: str, key: str) -> dict:
 
 @pytest.fixture(scope="module")
 def starters_and_solutions(settings, tmp_path_factory):
-    """The unmodified starters and the solutions as two students."""
+    """The unmodified starters and the solutions as two students, two notebooks at a time."""
     root = tmp_path_factory.mktemp("class") / "handed_in"
     for student, folder in (("starter", "notebooks"), ("solution", "solutions")):
         (root / student).mkdir(parents=True)
         for name in NAMES.values():
             shutil.copy(REPO / folder / name, root / student / name)
     out = root.parent / "grades"
-    return _grade(root, out), out
+    return _grade(root, out, "--jobs", "2"), out
 
 
 def _edited(source: Path, target: Path, edits) -> None:
@@ -270,8 +270,11 @@ display({MIME: {"exercise": "07", "seed": 0, "answers": {}}}, raw=True)""".repla
 
 
 @pytest.fixture(scope="module")
-def troublemakers(settings, tmp_path_factory):
-    """Broken, endless, destructive and cheating students, and one ordinary student graded after them."""
+def troublemakers(settings, lab_ro, tmp_path_factory):
+    """Broken, endless, destructive and cheating students, and one ordinary student graded after them.
+
+    `lab_ro` loads the shared database's news first: the destructive student's target must exist to be spared.
+    """
     root = tmp_path_factory.mktemp("class") / "handed_in"
     rrf, entity = NAMES["07"], NAMES["09"]
     shared = conninfo_to_dict(settings.database_url)["dbname"]
@@ -300,6 +303,8 @@ def test_solutions_get_every_point(starters_and_solutions):
     for exercise in solution["exercises"]:
         assert exercise["status"] == "graded" and not exercise["notes"], exercise
         assert all(case["earned"] == case["points"] for case in exercise["cases"]), exercise["cases"]
+    # --jobs 2 runs a student's notebooks side by side: the student took less than their notebooks' sum
+    assert solution["seconds"] < sum(exercise["seconds"] for exercise in solution["exercises"]), solution
 
 
 @pytest.mark.services

@@ -69,7 +69,8 @@ def register(sub: Any) -> None:
                         help="seconds per notebook (default: the starter's metadata labkit.timeout, else 600)")
     parser.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT, metavar="S",
                         help=f"seconds per cell before it is interrupted (default {CELL_TIMEOUT:g})")
-    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="students graded at once (default 1)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="notebooks executed at once, of one student or several (default 1)")
     parser.add_argument("--exercises", metavar="KEYS",
                         help=f"comma-separated, of {', '.join([*EXERCISES, CHALLENGE.key])} (default: all exercises, "
                              f"and the challenge {CHALLENGE.key} with --hidden)")
@@ -171,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
                 grades.limits[f"timeout_{CHALLENGE.key}"] = args.timeout or challenge.timeout
             grader = Grader(setups=setups, contexts=contexts, databases=databases, seed=seed, out=out,
                             env=kernel_environment(os.environ, settings), cell_timeout=args.cell_timeout,
-                            timeout=args.timeout, challenge=challenge)
-            grades.students = grade_class(grader, students, jobs=args.jobs, done=lambda g: _say(lock, _line(g)))
+                            timeout=args.timeout, challenge=challenge, jobs=args.jobs)
+            grades.students = grade_class(grader, students, done=lambda g: _say(lock, _line(g)))
             if baseline is not None:
                 grades.leaderboard = build_leaderboard(grades.students, baseline, source=str(Path(args.hidden).resolve()),
                                                        threshold=args.certificate, overlap=len(overlap))

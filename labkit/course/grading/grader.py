@@ -190,11 +190,19 @@ def _crash_reason(execution: Execution) -> str:
 
 
 class Grader:
-    """Grades one student at a time; safe to call from several threads (one student per thread)."""
+    """Grades one student at a time; safe to call from several threads (one student per thread).
+
+    `jobs` notebooks execute at once (a semaphore over every thread): a student's exercises run side by side
+    up to that bound, so two students of unequal work, or one, still keep `jobs` kernels busy.
+    """
 
     def __init__(self, *, setups: Sequence[ExerciseSetup], contexts: Mapping[str, Any], databases: RunDatabases,
                  seed: int, out: Path, env: Mapping[str, str], cell_timeout: float, timeout: float | None = None,
-                 memory_bytes: int = MEMORY_LIMIT, challenge: ChallengeSetup | None = None) -> None:
+                 memory_bytes: int = MEMORY_LIMIT, challenge: ChallengeSetup | None = None, jobs: int = 1) -> None:
+        if jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {jobs}")
+        self.jobs = jobs
+        self._slots = threading.BoundedSemaphore(jobs)  # notebooks executing now, over every student's thread
         self.setups, self.contexts, self.databases = list(setups), dict(contexts), databases
         self.challenge = challenge
         self._scored: dict[str, Scores] = {}  # the challenge's scores by pipeline spec: a pipeline handed in twice runs once
@@ -212,7 +220,11 @@ class Grader:
         label = f"s{number:03d}"
         role = self.databases.create_role(label)
         try:
-            exercises = [self._exercise(label, student, role, setup) for setup in self.setups]
+            if self.jobs > 1 and len(self.setups) > 1:  # side by side; the semaphore bounds the kernels
+                with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix=f"grade-{label}") as pool:
+                    exercises = list(pool.map(lambda setup: self._exercise(label, student, role, setup), self.setups))
+            else:
+                exercises = [self._exercise(label, student, role, setup) for setup in self.setups]
             challenge = self._challenge(label, student, role, self.challenge) if self.challenge else None
         finally:
             self.databases.drop_role(role)
@@ -261,8 +273,9 @@ class Grader:
         return Outcome("graded", None, remarks, relative, answers)
 
     def _exercise(self, label: str, student: Student, role: Role, setup: ExerciseSetup) -> ExerciseGrade:
-        exercise, started = setup.exercise, time.monotonic()
-        outcome = self._run(label, student, role, exercise.key, exercise.notebook, setup.parameters, self.limits(setup))
+        with self._slots:  # `jobs` notebooks at once; a notebook's seconds start when it does
+            exercise, started = setup.exercise, time.monotonic()
+            outcome = self._run(label, student, role, exercise.key, exercise.notebook, setup.parameters, self.limits(setup))
         if outcome.answers is None:
             return self._failed(setup, outcome.status, outcome.reason or "", started, outcome.remarks, outcome.executed)
         with self._scoring:
@@ -272,10 +285,11 @@ class Grader:
 
     def _challenge(self, label: str, student: Student, role: Role, setup: ChallengeSetup) -> ChallengeEntry:
         """Execute the challenge notebook, rebuild its PIPELINE from the collected data and score it on the hidden queries."""
-        started = time.monotonic()
         timeout = self.timeout if self.timeout is not None else setup.timeout
         limits = Limits(timeout, min(self.cell_timeout, timeout), self.memory_bytes)
-        outcome = self._run(label, student, role, CHALLENGE.key, CHALLENGE.notebook, setup.parameters, limits)
+        with self._slots:
+            started = time.monotonic()
+            outcome = self._run(label, student, role, CHALLENGE.key, CHALLENGE.notebook, setup.parameters, limits)
 
         def entry(status: str, problem: str | None, **found: Any) -> ChallengeEntry:
             return ChallengeEntry(status, problem, [*([problem] if problem else []), *outcome.remarks],
@@ -300,9 +314,11 @@ class Grader:
         return entry("graded", None, shown=str(pipeline), spec=spec, recall=list(scores.recall), mrr=list(scores.mrr))
 
 
-def grade_class(grader: Grader, students: Sequence[Student], *, jobs: int = 1,
+def grade_class(grader: Grader, students: Sequence[Student], *, jobs: int | None = None,
                 done: Callable[[StudentGrade], None] | None = None) -> list[StudentGrade]:
-    """Grade `students` (`jobs` at a time), in their order; `done` is called as each student is finished."""
+    """Grade `students` (`jobs` at a time, default the grader's), in their order; `done` is called as each student
+    is finished. The grader's own `jobs` bounds the notebooks executing at once, whatever the students' number."""
+    jobs = grader.jobs if jobs is None else jobs
     def one(number: int, student: Student) -> StudentGrade:
         grade = grader.grade(number, student)
         if done is not None:
