@@ -11,7 +11,9 @@ Tiers, by marker (registered in pyproject.toml):
   services (chaos). ``-m system``; most are marked ``services`` too.
 
 Tests run tier by tier (unit, then integration, then system), so a quick failure shows first;
-nothing depends on that order. The end of a run prints the time spent per tier.
+nothing depends on that order. Within a tier, the tests that wait for a background pool's notebook
+(``BACKGROUND_RUNS``) come last: the foreign stack's runs, started by its guard test, go on while the grading
+runs, the hub and the widget notebooks (which mostly wait on processes) take their turn. The end of a run prints the time spent per tier.
 """
 
 from __future__ import annotations
@@ -40,9 +42,22 @@ def tier(keywords: Mapping[str, object]) -> str:
     return "integration" if "services" in keywords else "unit"
 
 
+# Fixtures whose notebook runs go on in the background once started (tests/test_foreign_stack.py): the tests that
+# wait for their results come last in their tier, so every test between the runs' start and them runs meanwhile.
+BACKGROUND_RUNS = ("foreign_runs",)
+
+
+def waits_in_background(item: pytest.Item) -> bool:
+    """Does `item` wait for one notebook of a background pool (``BACKGROUND_RUNS``)?"""
+    callspec = getattr(item, "callspec", None)
+    return (callspec is not None and "path" in callspec.params
+            and any(name in getattr(item, "fixturenames", ()) for name in BACKGROUND_RUNS))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Unit tests first, then integration, then system (stable: the order within a tier is kept)."""
-    items.sort(key=lambda item: TIERS.index(tier(item.keywords)))
+    """Unit tests first, then integration, then system; within a tier, the waits for background runs last
+    (stable: the order is kept otherwise)."""
+    items.sort(key=lambda item: (TIERS.index(tier(item.keywords)), waits_in_background(item)))
 
 
 _seconds: dict[str, float] = dict.fromkeys(TIERS, 0.0)

