@@ -57,14 +57,19 @@ def test_latent_index_follows_inserts_and_deletes(lab, conn):
 
 
 @pytest.mark.services
-def test_frozen_default_is_what_tuning_on_the_seed_split_picks(lab_ro):
+def test_frozen_default_is_what_tuning_on_the_seed_split_picks_up_to_one_querys_near_tie(lab_ro):
+    """The default was frozen from tune_fusion's pick. Its vector branch has near-ties on the news (cosine distances
+    4e-5 apart): another machine's maths library (glibc's erff and expf round the last bit differently) flips
+    one of them, and on this seed split that moves one query's Recall@3 by half. So the frozen default must be
+    the pick or fall short of it by at most one query (11_beyond_rrf prints which it is), and beat the plain hybrid."""
     seed = load_queries()
     rankings = branch_rankings(lab_ro, [q.query for q in seed])
-    best = tune_fusion(rankings, seed)[0]
-    assert best.config == DEFAULT_FUSION
+    results = tune_fusion(rankings, seed)
+    best, frozen = results[0], next(r for r in results if r.config == DEFAULT_FUSION)
+    assert frozen.recall >= best.recall - 1 / len(seed), (best, frozen)
     # and it beats the two-branch hybrid it extends, on the same split
     plain = tune_fusion(rankings, seed, [FusionConfig.of({"vector": 1.0, "lexical": 1.0})])[0]
-    assert best.recall > plain.recall
+    assert frozen.recall > plain.recall
 
 
 def test_default_grid_covers_both_lexical_branches_and_leaves_zero_weights_out():
