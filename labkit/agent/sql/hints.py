@@ -1,8 +1,8 @@
-"""What the catalog can add to a failed or doomed query, so the model's next try can fix it (19_sql_agent).
+"""What the catalog and the question can add to a failed or doomed query, so the model's next try can fix it (19_sql_agent).
 
 The catalog is read once per agent (``labkit.agent.sql.schema``); the functions here only read text.
 
-Two mistakes of a small model are silent or vague in Postgres's own words:
+Three mistakes of a small model are silent or vague in Postgres's own words:
 
 * **a value the column never holds**: ``WHERE city = 'Перми'`` (the question's case form) or
   ``name = 'ТехноЗвук Buds 3'`` (a shortened name) runs fine and counts 0 — an answer that reads as
