@@ -5,7 +5,7 @@
 #   ./run.sh test --quick    lint and the unit tier only, no service started (under a minute)
 #   ./run.sh lint            ruff and mypy only
 #   ./run.sh up|down|status  manage the stack (python -m labkit ...)
-#   ./run.sh eval|expand|eval-agent|ask|bench|bench-rerank|bench-chunks|grade|collect|site  lab tools (python -m labkit ... --help)
+#   ./run.sh eval|expand|eval-agent|ask|bench|bench-rerank|bench-chunks|ship-vectors|grade|collect|site  lab tools (python -m labkit ... --help)
 #   ./run.sh --compose ...   use the Docker reference stack (compose.yaml) instead of the embedded one
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -228,7 +228,7 @@ print(port, secrets.token_hex(16))')
         [[ $# -eq 0 ]] && set -- "${up_args[@]+"${up_args[@]}"}"
         exec python -m labkit up "$@"
         ;;
-    down|status|eval|expand|eval-agent|ask|bench|bench-rerank|bench-chunks|grade|collect|site)
+    down|status|eval|expand|eval-agent|ask|bench|bench-rerank|bench-chunks|ship-vectors|grade|collect|site)
         exec python -m labkit "$command" "$@"
         ;;
     help|-h|--help)

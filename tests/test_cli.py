@@ -50,7 +50,7 @@ def test_every_command_is_registered_with_help():
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert set(commands) == {"up", "down", "status", "eval", "expand", "eval-agent", "ask", "bench", "bench-rerank",
-                             "bench-chunks", "grade", "collect", "site"}
+                             "bench-chunks", "ship-vectors", "grade", "collect", "site"}
     for name, command in commands.items():
         assert command.prog == f"labkit {name}"
         assert command.format_help()

@@ -180,6 +180,12 @@ def test_shipped_scores_cost_no_model_call(lab, tmp_path):
     path = tmp_path / "scores.jsonl"
     assert write_shipped_scores(lab, [query, "a query never judged"], [SMALL], path) == 2
     assert load_shipped_scores(path) == shipped
+    # a second query's scores are added to the file; the first query's lines stay
+    other = "второй тестовый запрос для присланных оценок"
+    _forget(lab, other)
+    judge_scores(lab, other, [1], SMALL, shipped={ScoreKey(SMALL, PROMPT_MD5, text_md5(other), text_md5(texts[1])): 0.5})
+    assert write_shipped_scores(lab, [other], [SMALL], path) == 3
+    assert load_shipped_scores(path) == {**shipped, ScoreKey(SMALL, PROMPT_MD5, text_md5(other), text_md5(texts[1])): 0.5}
 
 
 @pytest.mark.services

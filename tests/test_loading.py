@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import labkit as lk
-from labkit.store.embedcache import _hash
+from labkit.store.shipped import text_key
 
 pytestmark = pytest.mark.services
 
@@ -106,7 +106,7 @@ def test_switching_model_keeps_the_first_models_vectors(scratch):
         # The second model's passage vectors are put in the cache up front (8-d), so the
         # switch runs without a second embedding server: ensure_corpus must find them all.
         rows = [
-            (other.embed_model, "passage", _hash(doc.text), doc.text, rng.normal(size=8).astype(np.float32))
+            (other.embed_model, "passage", text_key(doc.text), doc.text, rng.normal(size=8).astype(np.float32))
             for doc in lk.load_corpus()
         ]
         with conn.cursor() as cur:

@@ -1,4 +1,4 @@
-"""Command line of the lab: ``python -m labkit up|down|status|eval|expand|ask|bench|bench-rerank|bench-chunks|grade|collect|site`` (01_corpus).
+"""Command line of the lab: ``python -m labkit up|down|status|eval|expand|ask|bench|bench-rerank|bench-chunks|ship-vectors|grade|collect|site`` (01_corpus).
 
 One argparse program; each sub-command lives in its own module with ``register`` (its
 parser) and ``run`` (returns the exit code). One error policy for all of them: a user
@@ -17,7 +17,20 @@ import httpx
 import ollama
 import psycopg
 
-from labkit.cli import ask, bench, bench_chunks, bench_rerank, collect, eval_agent, evaluate, expand, grade, site, stack
+from labkit.cli import (
+    ask,
+    bench,
+    bench_chunks,
+    bench_rerank,
+    collect,
+    eval_agent,
+    evaluate,
+    expand,
+    grade,
+    ship_vectors,
+    site,
+    stack,
+)
 from labkit.core.corpus import DataError
 from labkit.core.errors import LabError
 
@@ -40,7 +53,8 @@ def build_parser() -> Parser:
     """The whole command line: one sub-parser per command module."""
     parser = Parser(prog="labkit", description="Hybrid-search RAG lab: the stack and its tools.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    for module in (stack, evaluate, expand, ask, eval_agent, bench, bench_rerank, bench_chunks, grade, collect, site):
+    for module in (stack, evaluate, expand, ask, eval_agent, bench, bench_rerank, bench_chunks, ship_vectors, grade, collect,
+                   site):
         module.register(sub)
     for name, command in sub.choices.items():  # each command reports its own argument errors
         command.set_defaults(parser=command, command=name)

@@ -38,9 +38,10 @@ class LoadReport(NamedTuple):
     changed_documents: int  # rows of the documents table the loader inserted, updated or deleted
     changed_vectors: int
     embedding_calls: int  # requests to the model server made by this call (0 on a re-run)
-    embedded_texts: int
+    embedded_texts: int  # texts the model server embedded for this call
     kept: tuple[int, ...] = ()  # corpus ids whose row someone else edited or inserted: left as it is
     corpus: str = ""  # the name of the corpus loaded
+    shipped_texts: int = 0  # texts whose vectors came from the course's file (labkit.store.shipped), not the server
 
 
 @dataclass(eq=False)
@@ -53,6 +54,7 @@ class Lab:
     corpus: Corpus = DEFAULT_CORPUS  # the description of the corpus every branch, tool and evaluation reads
     loaded: LoadReport | None = None  # what loading the corpus did, when setup loaded it
     query_vectors: OrderedDict[tuple[str, bytes], np.ndarray] = field(default_factory=OrderedDict, repr=False)
+    shipped: dict[bytes, np.ndarray] | None = field(default=None, repr=False)  # labkit.store.shipped.shipped_for, once
 
     @property
     def embed_model(self) -> str:

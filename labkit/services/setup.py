@@ -111,7 +111,8 @@ def describe(lab: Lab) -> str:
                  if lab.corpus.parent is not None else count(loaded.documents, 'документ', 'документа', 'документов'))
         line += (f"\nКорпус «{lab.corpus.title}»: {units}, "
                  f"векторы размерности {loaded.dim} в {loaded.table}; "
-                 f"новых эмбеддингов при загрузке: {loaded.embedded_texts}.")
+                 f"новых эмбеддингов при загрузке: {loaded.embedded_texts}"
+                 + (f", векторов из файла курса: {loaded.shipped_texts}" if loaded.shipped_texts else "") + ".")
         if loaded.kept:
             line += (f"\nСтроки {lab.corpus.table} с id {', '.join(map(str, loaded.kept))} изменены не загрузчиком и "
                      "оставлены как есть; вернуть текст корпуса: lk.ensure_corpus(lab, restore=True).")

@@ -2,12 +2,13 @@
 
 ``kind`` is ``passage`` for documents and ``query`` for search queries: the model
 prefixes them differently, so the same text has two different vectors. Every call
-that reaches the model server is counted in ``EMBEDDING_STATS``.
+that reaches the model server is counted in ``EMBEDDING_STATS``; a missing passage whose vector the
+course ships for this very model and weights (``labkit.store.shipped``) is taken from there instead,
+counted apart.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from labkit.models import embedding
+from labkit.store.shipped import shipped_for, text_key
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -39,10 +41,11 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 
 @dataclass
 class EmbeddingStats:
-    """How many times this process asked the model server for embeddings, and for how many texts."""
+    """How many times this process asked the model server for embeddings, for how many texts; how many came shipped."""
 
     calls: int = 0
     texts: int = 0
+    shipped: int = 0  # passages taken from the course's file of vectors (labkit.store.shipped), no request
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, texts: int) -> None:
@@ -50,6 +53,11 @@ class EmbeddingStats:
         with self._lock:
             self.calls += 1
             self.texts += texts
+
+    def add_shipped(self, texts: int) -> None:
+        """Count `texts` passages whose vectors came from the course's file."""
+        with self._lock:
+            self.shipped += texts
 
 
 EMBEDDING_STATS = EmbeddingStats()
@@ -61,10 +69,6 @@ def as_array(vector: object) -> np.ndarray:
     return np.asarray(to_numpy() if to_numpy else vector, dtype=np.float32)
 
 
-def _hash(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-
-
 def _printable(text: str) -> str:
     """Postgres text cannot hold NUL or lone surrogates; the key is the hash, this is for reading."""
     return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
@@ -73,10 +77,11 @@ def _printable(text: str) -> str:
 def cached_embeddings(lab: Lab, texts: Sequence[str], kind: Kind) -> list[np.ndarray]:
     """Embeddings of `texts` from the cache table, asking the model only for the missing ones. Taught in 03_vector.
 
-    Needs the ``embedding_cache`` table (created by ``ensure_corpus``).
+    Needs the ``embedding_cache`` table (created by ``ensure_corpus``). A missing passage the course ships
+    a vector of, for the lab's model and the weights its server lists, is taken from the file.
     """
     conn, model = lab.conn, lab.embed_model
-    hashes = [_hash(text) for text in texts]
+    hashes = [text_key(text) for text in texts]
     found: dict[bytes, np.ndarray] = {}
     if hashes:
         rows = conn.execute(
@@ -88,31 +93,41 @@ def cached_embeddings(lab: Lab, texts: Sequence[str], kind: Kind) -> list[np.nda
         ).fetchall()
         found = {bytes(key): as_array(vec) for key, vec in rows}
     missing = list(dict.fromkeys(text for text, key in zip(texts, hashes) if key not in found))
+    if missing and kind == "passage":
+        from_file = shipped_for(lab)
+        taken = [text for text in missing if text_key(text) in from_file]
+        if taken:
+            _store(lab, kind, taken, [from_file[text_key(text)] for text in taken])
+            EMBEDDING_STATS.add_shipped(len(taken))
+            found.update((text_key(text), from_file[text_key(text)]) for text in taken)
+            missing = [text for text in missing if text_key(text) not in found]
     if missing:
         embed = embedding.embed_documents if kind == "passage" else embedding.embed_queries
         vectors = embed(lab.models, model, missing)
         for start in range(0, len(missing), embedding.BATCH_SIZE):  # one request per batch
             EMBEDDING_STATS.add(len(missing[start : start + embedding.BATCH_SIZE]))
-        with conn.cursor() as cur:
-            cur.executemany(
-                """
-                INSERT INTO embedding_cache (model, kind, text_hash, text, embedding)
-                VALUES (%s, %s, %s, %s, %s)
-                ON CONFLICT DO NOTHING
-                """,
-                [
-                    (model, kind, _hash(text), _printable(text), as_array(vec))
-                    for text, vec in zip(missing, vectors)
-                ],
-            )
+        _store(lab, kind, missing, vectors)
         for text, vec in zip(missing, vectors):
-            found[_hash(text)] = as_array(vec)
+            found[text_key(text)] = as_array(vec)
     return [found[key] for key in hashes]
+
+
+def _store(lab: Lab, kind: Kind, texts: Sequence[str], vectors: Sequence[object]) -> None:
+    """Write the vectors of `texts` to the cache table (a row another process wrote first is kept)."""
+    with lab.conn.cursor() as cur:
+        cur.executemany(
+            """
+            INSERT INTO embedding_cache (model, kind, text_hash, text, embedding)
+            VALUES (%s, %s, %s, %s, %s)
+            ON CONFLICT DO NOTHING
+            """,
+            [(lab.embed_model, kind, text_key(text), _printable(text), as_array(vec)) for text, vec in zip(texts, vectors)],
+        )
 
 
 def cached_query_embedding(lab: Lab, query: str) -> np.ndarray:
     """The embedding of one search query: from the lab's memory, else cached like passages. Taught in 03_vector."""
-    key = (lab.embed_model, _hash(query))
+    key = (lab.embed_model, text_key(query))
     vector = lab.query_vectors.get(key)
     if vector is None:
         vector = cached_embeddings(lab, [query], "query")[0]

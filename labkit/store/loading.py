@@ -170,7 +170,7 @@ def ensure_corpus(
     docs = corpus.documents(path)
     conn = lab.conn
     with advisory_lock(conn, LOAD_LOCK, wait_seconds):
-        calls_before, texts_before = EMBEDDING_STATS.calls, EMBEDDING_STATS.texts
+        calls_before, texts_before, shipped_before = EMBEDDING_STATS.calls, EMBEDDING_STATS.texts, EMBEDDING_STATS.shipped
         for statement in schema_ddl(corpus):
             conn.execute(statement)
         vectors = dict(zip((doc.id for doc in docs), cached_embeddings(lab, [doc.text for doc in docs], "passage")))
@@ -194,6 +194,7 @@ def ensure_corpus(
             if changed_docs or changed_vectors or never_analyzed(conn, name):
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
         calls, texts_embedded = EMBEDDING_STATS.calls - calls_before, EMBEDDING_STATS.texts - texts_before
+        texts_shipped = EMBEDDING_STATS.shipped - shipped_before
     report = LoadReport(
         model=lab.embed_model,
         table=table,
@@ -205,6 +206,7 @@ def ensure_corpus(
         embedded_texts=texts_embedded,
         kept=kept,
         corpus=corpus.name,
+        shipped_texts=texts_shipped,
     )
     if corpus is lab.corpus:
         lab.loaded = report

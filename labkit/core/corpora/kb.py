@@ -17,12 +17,13 @@ from labkit.core.chunked import chunked
 from labkit.core.chunking import ChunkSpec
 from labkit.core.corpus import DATA_DIR, Corpus, Field
 
-__all__ = ["KB", "KB_DOCUMENTS", "KB_CHUNKING", "KB_DIR", "KB_SOURCE", "KB_QUERIES", "KB_CONTEXTS", "TYPE_NAMES"]
+__all__ = ["KB", "KB_DOCUMENTS", "KB_CHUNKING", "KB_DIR", "KB_SOURCE", "KB_QUERIES", "KB_CONTEXTS", "KB_VECTORS", "TYPE_NAMES"]
 
 KB_DIR = DATA_DIR / "kb"
 KB_SOURCE = KB_DIR / "documents.jsonl"
 KB_QUERIES = KB_DIR / "queries.jsonl"  # 125 labelled queries with a kind, a fixed split and the answers' spans
 KB_CONTEXTS = KB_DIR / "contexts.jsonl"  # a line of context per chunk of KB, written once by the default chat model
+KB_VECTORS = KB_DIR / "vectors.npz"  # the embedded stack's e5 vectors of the KB's passage texts (labkit.store.shipped)
 
 TYPE_NAMES: dict[str, str] = {
     "policy": "правила для покупателей",

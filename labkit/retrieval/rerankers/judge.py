@@ -94,24 +94,28 @@ def shipped_models(paths: Sequence[Path] = SHIPPED_FILES) -> set[str]:
 
 
 def write_shipped_scores(lab: Lab, queries: Sequence[str], models: Sequence[str], path: Path = SHIPPED_SCORES) -> int:
-    """Write the cached scores of the current prompt for `queries` by `models` to `path`; return how many.
+    """Add the cached scores of the current prompt for `queries` by `models` to `path`; return the lines written.
 
     How ``SHIPPED_SCORES`` is made: run the judged modes on the labelled queries once (filling the
-    cache), then call this. Lines are sorted, so a regenerated file differs only where scores do.
+    cache), then call this. The file's other lines are kept (a cached score replaces the line of
+    its key), and lines are sorted, so a regenerated file differs only where scores do.
     """
     rows = lab.conn.execute(
         """
         SELECT model, prompt_md5, query_md5, text_md5, query, score FROM relevance_cache
         WHERE prompt_md5 = %(prompt)s AND model = ANY(%(models)s) AND query_md5 = ANY(%(queries)s)
-        ORDER BY model, query, text_md5
         """,
         {"prompt": PROMPT_MD5, "models": list(models), "queries": [text_md5(q) for q in queries]},
     ).fetchall()
-    lines = [json.dumps({"model": model, "prompt_md5": prompt, "query_md5": query_md5, "text_md5": md5,
-                         "score": round(float(score), 6), "query": query}, ensure_ascii=False)
-             for model, prompt, query_md5, md5, query, score in rows]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return len(lines)
+    records = {ScoreKey(*(record[name] for name in ScoreKey._fields)): record
+               for _, record in (read_records(path) if path.exists() else [])}
+    for model, prompt, query_md5, md5, query, score in rows:
+        records[ScoreKey(model, prompt, query_md5, md5)] = {
+            "model": model, "prompt_md5": prompt, "query_md5": query_md5, "text_md5": md5,
+            "score": round(float(score), 6), "query": query}
+    ordered = sorted(records.values(), key=lambda r: (r["model"], r.get("query", ""), r["text_md5"]))
+    path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in ordered), encoding="utf-8")
+    return len(ordered)
 
 
 def _texts(lab: Lab, doc_ids: Sequence[int], text: TextSource) -> dict[int, str]:

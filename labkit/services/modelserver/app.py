@@ -27,7 +27,15 @@ from labkit.services.modelserver.access import allowed_origins
 from labkit.services.modelserver.chat_api import EngineError, chat, chat_stream
 from labkit.services.modelserver.convert import RequestError, check_chat_request, check_types, created_at, ollama_stats
 from labkit.services.modelserver.fairqueue import CLIENT_HEADER, MAX_QUEUE, FairQueue, QueueFull, client_label
-from labkit.services.modelserver.registry import MODELS, ModelFailed, ModelInfo, ModelLoading, ModelNotFound, Registry
+from labkit.services.modelserver.registry import (
+    MODELS,
+    ModelFailed,
+    ModelInfo,
+    ModelLoading,
+    ModelNotFound,
+    Registry,
+    e5_weights,
+)
 from labkit.services.modelserver.transport import ClientGone, HttpError, JsonHandler
 from labkit.services.modelserver.weights import model_file
 
@@ -70,7 +78,7 @@ def _thinks(value: Any) -> bool:
 
 
 def _listing(info: ModelInfo) -> dict[str, Any]:
-    path = model_file(info.gguf) if info.gguf else None
+    path = model_file(info.gguf) if info.gguf else e5_weights()
     size = path.stat().st_size if path is not None and path.is_file() else 0
     return {"name": info.name, "model": info.name, "modified_at": "2026-01-01T00:00:00Z", "size": size,
             "digest": info.digest, "details": _details(info)}

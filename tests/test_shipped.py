@@ -1,0 +1,104 @@
+"""The shipped vectors of the knowledge base: whose they are, what they cover, and who gets them (labkit.store.shipped)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import ollama
+import pytest
+from privatepg import scratch_database
+
+import labkit as lk
+from labkit.core.corpora.kb import KB_VECTORS
+from labkit.core.corpus import DataError
+from labkit.core.settings import EMBEDDED_DEFAULTS
+from labkit.evaluation.chunk_sweep import sweep_corpus
+from labkit.services.modelserver.registry import MODELS, e5_digest
+from labkit.services.pgembedded import free_port
+from labkit.services.setup import describe
+from labkit.store.shipped import read_shipped, served_digest, shipped_for, text_key, write_shipped
+
+E5 = "multilingual-e5-small:q4"
+
+
+def test_the_file_names_the_embedded_e5_and_the_digest_of_its_weights():
+    shipped = read_shipped(KB_VECTORS)
+    assert shipped.model == E5 == EMBEDDED_DEFAULTS["embed_model"]
+    assert shipped.digest == e5_digest() == MODELS[E5].digest and len(shipped.digest) == 64
+    assert {v.shape for v in shipped.vectors.values()} == {(MODELS[E5].embedding_length,)}
+
+
+def test_the_file_covers_the_chunks_the_whole_documents_and_the_bare_cut():
+    vectors = read_shipped(KB_VECTORS).vectors
+    bare = sweep_corpus(lk.KB_DOCUMENTS, dataclasses.replace(lk.KB_CHUNKING, headed=False))
+    for corpus in (lk.KB, lk.KB_DOCUMENTS, bare):
+        missing = [doc.id for doc in corpus.documents() if text_key(doc.text) not in vectors]
+        assert not missing, f"{corpus.name}: no shipped vector for {missing[:5]}: run ./run.sh ship-vectors"
+    for vector in list(vectors.values())[:50]:
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
+
+
+def test_a_written_file_reads_back_and_a_foreign_file_is_refused(tmp_path):
+    path = tmp_path / "v.npz"
+    vectors = [np.full(4, 0.5, dtype=np.float32), np.arange(4, dtype=np.float32)]
+    texts = ["a", "b", *(f"text {i}" for i in range(410))]  # "text 405" has a key ending in a zero byte
+    assert any(text_key(text).endswith(b"\0") for text in texts)
+    vectors += [np.full(4, i, dtype=np.float32) for i in range(410)]
+    assert write_shipped(path, "m:1", "ab" * 32, texts, vectors) == len(texts)
+    back = read_shipped(path)
+    assert (back.model, back.digest) == ("m:1", "ab" * 32)
+    assert all(np.array_equal(back.vectors[text_key(text)], vector) for text, vector in zip(texts, vectors))
+    np.savez(tmp_path / "bad.npz", model=np.array("m:1"), digest=np.array("short"), keys=np.zeros((1, 32), dtype=np.uint8),
+             vectors=np.zeros((1, 4), dtype=np.float32))
+    with pytest.raises(DataError, match="digest"):
+        read_shipped(tmp_path / "bad.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(DataError, match="junk.npz"):
+        read_shipped(tmp_path / "junk.npz")
+
+
+class ListsOtherWeights:
+    """A fake model client (named as such): a server that lists the lab's model name with other weights.
+
+    No real part of the stack can serve the same name with other weights on demand.
+    """
+
+    def list(self):
+        return SimpleNamespace(models=[SimpleNamespace(model=E5, digest="0" * 64)])
+
+
+def test_a_server_listing_other_weights_gets_no_shipped_vector():
+    lab = SimpleNamespace(models=ListsOtherWeights(), embed_model=E5, shipped=None)
+    assert served_digest(lab) == "0" * 64
+    assert shipped_for(lab) == {} and lab.shipped == {}, "the answer is kept for the lab"
+
+
+def test_a_server_that_does_not_answer_gets_nothing_and_is_asked_again_later():
+    down = ollama.Client(host=f"http://127.0.0.1:{free_port()}", timeout=5)  # a real client, nobody listening
+    lab = SimpleNamespace(models=down, embed_model=E5, shipped=None)
+    assert served_digest(lab) is None
+    assert shipped_for(lab) == {} and lab.shipped is None
+
+
+@pytest.mark.services
+def test_a_fresh_database_takes_the_chunks_from_the_file_and_they_are_the_servers_own(settings):
+    with scratch_database(settings, "lab_shipped_test") as scratch:
+        with lk.open_lab(scratch, load=False, corpus=lk.KB) as lab:
+            report = lk.ensure_corpus(lab)
+            chunks = lk.KB.documents()
+            assert (report.shipped_texts, report.embedded_texts, report.embedding_calls) == (len(chunks), 0, 0)
+            assert "векторов из файла курса" in describe(lab)
+            sample = [chunks[0].text, chunks[len(chunks) // 2].text, chunks[-1].text]
+            stored = lk.cached_embeddings(lab, sample, "passage")
+            fresh = lk.embed_documents(lab.models, lab.embed_model, sample)
+            assert all(np.array_equal(a, np.asarray(b, dtype=np.float32)) for a, b in zip(stored, fresh))
+
+
+@pytest.mark.services
+def test_another_embedding_model_gets_nothing_from_the_file(settings):
+    other = dataclasses.replace(settings, embed_model="qwen2.5-coder-embed:0.5b")
+    with lk.open_lab(other, load=False, corpus=lk.KB) as lab:
+        assert served_digest(lab) == MODELS["qwen2.5-coder-embed:0.5b"].digest
+        assert shipped_for(lab) == {}
