@@ -102,3 +102,21 @@ def test_another_embedding_model_gets_nothing_from_the_file(settings):
     with lk.open_lab(other, load=False, corpus=lk.KB) as lab:
         assert served_digest(lab) == MODELS["qwen2.5-coder-embed:0.5b"].digest
         assert shipped_for(lab) == {}
+
+
+@pytest.mark.services
+def test_the_derived_texts_and_the_first_tokens_of_a_fresh_database_are_in_the_file(settings):
+    from labkit.cli.ship_vectors import _derived_texts
+
+    vectors = read_shipped(KB_VECTORS).vectors
+    with scratch_database(settings, "lab_shipped_derived") as scratch:
+        with lk.open_lab(scratch, corpus=lk.KB) as lab:
+            lk.ensure_contexts(lab, generate=False)
+            for branch in ("contextual", "fielded"):
+                lk.BRANCHES[branch](lab, "возврат телевизора", 1)
+            derived = _derived_texts(lab)
+            assert len(derived) == 2 * len(lk.KB.documents())
+            texts = {doc.id: doc.text for doc in lk.KB_DOCUMENTS.documents()}
+            heads = lk.head_texts(texts, lk.E5_TOKEN_LIMIT, lk.model_tokens(lab.embed_model))
+            missing = [text[:60] for text in [*derived, *heads.values()] if text_key(text) not in vectors]
+            assert not missing, f"no shipped vector for {missing[:3]}: run ./run.sh ship-vectors"
