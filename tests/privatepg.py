@@ -3,13 +3,12 @@
 A private cluster in a fresh lab home is for tests that change cluster-wide things (roles, grants):
 class-mode tests make roles and revoke PUBLIC's access to databases, so they get a cluster of their
 own, stopped and deleted afterwards. A scratch database is for tests that load or edit a corpus
-without touching the lab's own `lab` database.
+without touching the lab's own `lab` database (``labkit.store.scratch.scratch_database``, re-exported here).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -17,27 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
-
-from labkit.core.settings import Settings
 from labkit.services import pgembedded
+from labkit.store.scratch import scratch_database
 
-
-@contextlib.contextmanager
-def scratch_database(settings: Settings, name: str) -> Iterator[Settings]:
-    """`settings` pointing at a new database `name` of the lab's server, dropped afterwards (even when in use)."""
-    admin_url = make_conninfo(settings.database_url, dbname="postgres")
-    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(drop)
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield dataclasses.replace(settings, database_url=make_conninfo(settings.database_url, dbname=name))
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(drop)
+__all__ = ["scratch_database", "PrivatePostgres", "private_postgres"]
 
 
 @dataclass(frozen=True)

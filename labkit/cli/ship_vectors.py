@@ -17,20 +17,15 @@ name: delete it and run again.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_DOCUMENTS, KB_VECTORS
 from labkit.core.errors import LabError
-from labkit.core.settings import Settings
 from labkit.evaluation.chunk_sweep import sweep_corpus
 from labkit.models.embedding import embed_documents
 from labkit.models.tokenizer import E5_TOKEN_LIMIT, model_tokens, token_limit
@@ -39,6 +34,7 @@ from labkit.retrieval.heads import head_texts
 from labkit.retrieval.modes import available_modes
 from labkit.services.setup import open_lab, setup
 from labkit.store.loading import ensure_corpus
+from labkit.store.scratch import scratch_database
 from labkit.store.shipped import served_digest, write_shipped
 
 if TYPE_CHECKING:
@@ -92,30 +88,14 @@ def kb_passages(lab: Lab) -> list[str]:
     return list(dict.fromkeys(texts + list(heads.values()) + _derived_texts(lab)))
 
 
-FRESH_DATABASE = "labkit_ship_vectors"
-
-
-@contextlib.contextmanager
-def fresh_database(settings: Settings) -> Iterator[Settings]:
-    """`settings` pointing at a new, empty database of the same server, dropped afterwards."""
-    url = settings.database_url or ""
-    admin = make_conninfo(url, dbname="postgres")
-    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(FRESH_DATABASE))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(drop)
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(FRESH_DATABASE)))
-    try:
-        yield dataclasses.replace(settings, database_url=make_conninfo(url, dbname=FRESH_DATABASE))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(drop)
+FRESH_DATABASE = "labkit_ship_vectors"  # made for the run and dropped after it (labkit.store.scratch)
 
 
 def run(args: argparse.Namespace) -> int:
     """Embed the knowledge base's passages afresh and write them with the weights' digest."""
     with setup(quiet=True, load=False, corpus=KB) as started:  # the stack up
         settings = started.settings
-    with fresh_database(settings) as fresh, open_lab(fresh, load=False, corpus=KB) as lab:
+    with scratch_database(settings, FRESH_DATABASE) as fresh, open_lab(fresh, load=False, corpus=KB) as lab:
         digest = served_digest(lab)
         if not digest:
             raise LabError(f"the model server at {lab.settings.ollama_host} lists no digest for {lab.embed_model}: "

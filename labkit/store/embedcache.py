@@ -92,23 +92,23 @@ def cached_embeddings(lab: Lab, texts: Sequence[str], kind: Kind) -> list[np.nda
             {"model": model, "kind": kind, "hashes": list(set(hashes))},
         ).fetchall()
         found = {bytes(key): as_array(vec) for key, vec in rows}
-    missing = list(dict.fromkeys(text for text, key in zip(texts, hashes) if key not in found))
+    missing = {text: key for text, key in zip(texts, hashes) if key not in found}  # each text once, in order
     if missing and kind == "passage":
         from_file = shipped_for(lab)
-        taken = [text for text in missing if text_key(text) in from_file]
+        taken = {text: from_file[key] for text, key in missing.items() if key in from_file}
         if taken:
-            _store(lab, kind, taken, [from_file[text_key(text)] for text in taken])
+            _store(lab, kind, list(taken), list(taken.values()))
             EMBEDDING_STATS.add_shipped(len(taken))
-            found.update((text_key(text), from_file[text_key(text)]) for text in taken)
-            missing = [text for text in missing if text_key(text) not in found]
+            found.update((missing.pop(text), vector) for text, vector in taken.items())
     if missing:
         embed = embedding.embed_documents if kind == "passage" else embedding.embed_queries
-        vectors = embed(lab.models, model, missing)
-        for start in range(0, len(missing), embedding.BATCH_SIZE):  # one request per batch
-            EMBEDDING_STATS.add(len(missing[start : start + embedding.BATCH_SIZE]))
-        _store(lab, kind, missing, vectors)
-        for text, vec in zip(missing, vectors):
-            found[text_key(text)] = as_array(vec)
+        asked = list(missing)
+        vectors = embed(lab.models, model, asked)
+        for start in range(0, len(asked), embedding.BATCH_SIZE):  # one request per batch
+            EMBEDDING_STATS.add(len(asked[start : start + embedding.BATCH_SIZE]))
+        _store(lab, kind, asked, vectors)
+        for key, vec in zip(missing.values(), vectors):
+            found[key] = as_array(vec)
     return [found[key] for key in hashes]
 
 

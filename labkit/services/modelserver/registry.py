@@ -16,7 +16,6 @@ Generation and llama.cpp embedding release the GIL, so other models keep answeri
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import logging
 import threading
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.services.modelserver.llamaembed import WINDOW, LlamaEmbedder
-from labkit.services.modelserver.weights import GGUF_MODELS, WeightsError, prepare_model
+from labkit.services.modelserver.weights import GGUF_MODELS, WeightsError, file_sha256, prepare_model
 
 __all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "ChatEngine", "Embedder",
            "LlamaEmbedder", "e5_weights", "e5_digest"]
@@ -82,13 +81,7 @@ def e5_digest() -> str:
     A client can tell by it that two servers embed with the same weights (labkit.store.shipped).
     """
     path = e5_weights()
-    if path is None:
-        return ""
-    hasher = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            hasher.update(block)
-    return hasher.hexdigest()
+    return file_sha256(path) if path is not None else ""
 
 
 MODELS: dict[str, ModelInfo] = {

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from labkit.core.settings import lab_home
 
-__all__ = ["GGUF_MODELS", "GgufModel", "WeightsError", "prepare_models", "model_file", "platform_supported",
-           "discard_partial_files"]
+__all__ = ["GGUF_MODELS", "GgufModel", "WeightsError", "file_sha256", "prepare_models", "model_file",
+           "platform_supported", "discard_partial_files"]
 
 _BLOCK = 8 * 1024 * 1024
 _PARTIAL: set[Path] = set()  # temp files this process is writing now
@@ -179,7 +179,8 @@ def _locked_temp(target: Path) -> tuple[int, Path]:
     raise WeightsError(f"cannot create a temp file beside {target}: it vanishes as soon as it is made")
 
 
-def _hash_file(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, hex, read in blocks (the digest Ollama lists for a model's weights)."""
     hasher = hashlib.sha256()
     with path.open("rb") as f:
         while block := f.read(_BLOCK):
@@ -256,7 +257,7 @@ def prepare_model(name: str, progress: bool = False) -> Path:
         _remove_stale_parts(target)
         if target.is_file():
             cached = _cached_digest(target)
-            if (cached or _hash_file(target)) == model.sha256:
+            if (cached or file_sha256(target)) == model.sha256:
                 if cached is None:
                     _remember_digest(target, model.sha256)
                 return target
