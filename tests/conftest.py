@@ -11,12 +11,9 @@ Tiers, by marker (registered in pyproject.toml):
   services (chaos). ``-m system``; most are marked ``services`` too.
 
 Tests run tier by tier (unit, then integration, then system), so a quick failure shows first;
-nothing depends on that order. Within a tier, the test that starts a background pool of notebooks
-(``BACKGROUND_RUNS``: the foreign stack's runs, started by its guard test) comes first, the tests that wait
-for that pool's notebooks come after the rest, and the tests marked ``disruptive`` (they kill a service the
-pool uses) come last. So the foreign runs go on beside the embedded course, the browser, the hub and the
-grading, filling the time those leave the two cores, and no service dies under them. The end of a run
-prints the time spent per tier.
+nothing depends on that order. Within a tier, the tests that wait for a background pool's notebook
+(``BACKGROUND_RUNS``) come last: the foreign stack's runs, started by its guard test, go on while the grading
+runs, the hub and the widget notebooks (which mostly wait on processes) take their turn. The end of a run prints the time spent per tier.
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ def tier(keywords: Mapping[str, object]) -> str:
     return "integration" if "services" in keywords else "unit"
 
 
-# Fixtures whose notebook runs go on in the background once started (tests/test_foreign_stack.py): the test that
-# starts them comes first in its tier and the tests that wait for their results after the rest (``phase``), so
-# every test between them runs meanwhile.
+# Fixtures whose notebook runs go on in the background once started (tests/test_foreign_stack.py): the tests that
+# wait for their results come last in their tier, so every test between the runs' start and them runs meanwhile.
 BACKGROUND_RUNS = ("foreign_runs",)
 
 
@@ -58,25 +54,10 @@ def waits_in_background(item: pytest.Item) -> bool:
             and any(name in getattr(item, "fixturenames", ()) for name in BACKGROUND_RUNS))
 
 
-def starts_in_background(item: pytest.Item) -> bool:
-    """Does `item` start a background pool (asks for one of ``BACKGROUND_RUNS`` without waiting for a notebook)?"""
-    return not waits_in_background(item) and any(name in getattr(item, "fixturenames", ()) for name in BACKGROUND_RUNS)
-
-
-def phase(item: pytest.Item) -> int:
-    """`item`'s place in its tier: 0 starts a background pool, 1 the rest, 2 waits for the pool's notebooks,
-    3 kills a service the pool uses (marker ``disruptive``)."""
-    if starts_in_background(item):
-        return 0
-    if item.get_closest_marker("disruptive") is not None:
-        return 3
-    return 2 if waits_in_background(item) else 1
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Unit tests first, then integration, then system; within a tier by ``phase`` (stable: the order is
-    kept otherwise)."""
-    items.sort(key=lambda item: (TIERS.index(tier(item.keywords)), phase(item)))
+    """Unit tests first, then integration, then system; within a tier, the waits for background runs last
+    (stable: the order is kept otherwise)."""
+    items.sort(key=lambda item: (TIERS.index(tier(item.keywords)), waits_in_background(item)))
 
 
 _seconds: dict[str, float] = dict.fromkeys(TIERS, 0.0)

@@ -97,10 +97,9 @@ def _said(executed: nbformat.NotebookNode) -> str:
 def foreign_runs(request: pytest.FixtureRequest, foreign_env: dict[str, str]) -> Iterator[Runs]:
     """The selected notebooks on the foreign stack, two at a time (its cluster serves these runs alone).
 
-    Session-scoped and first requested by the guard test below, which tests/conftest.py puts first in the
-    system tier: the runs go on in the background beside the embedded course, the browser, the hub and the
-    grading, and the tests that read their results come after those (the ones that kill a service they use,
-    after these).
+    Session-scoped and first requested by the guard test below, so the runs start there and go on in the
+    background while the system tier's tests between them and their results run (tests/conftest.py puts the
+    results last): the grading runs, the hub and the widget notebooks mostly wait on processes.
     """
     with executions(request, "foreign_runs", BUILD, foreign_env, FOREIGN_NOTEBOOKS, "foreign_parameters") as runs:
         yield runs
