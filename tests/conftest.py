@@ -12,8 +12,11 @@ Tiers, by marker (registered in pyproject.toml):
 
 Tests run tier by tier (unit, then integration, then system), so a quick failure shows first;
 nothing depends on that order. Within a tier, the tests that wait for a background pool's notebook
-(``BACKGROUND_RUNS``) come last: the foreign stack's runs, started by its guard test, go on while the grading
-runs, the hub and the widget notebooks (which mostly wait on processes) take their turn. The end of a run prints the time spent per tier.
+(``BACKGROUND_RUNS``) come after the rest: the foreign stack's runs, started by its guard test, go on while the grading
+runs, the hub and the widget notebooks (which mostly wait on processes) take their turn. The tests marked
+``disruptive`` (they kill the lab's model server or Postgres) come last: a model server started anew has lost the
+prompts it had read, so a long system prompt read before the kill (the SQL agent's: 2,500 tokens, 40 s on 2 cores)
+would be read again by every test after it. The end of a run prints the time spent per tier.
 """
 
 from __future__ import annotations
@@ -54,10 +57,16 @@ def waits_in_background(item: pytest.Item) -> bool:
             and any(name in getattr(item, "fixturenames", ()) for name in BACKGROUND_RUNS))
 
 
+def phase(item: pytest.Item) -> int:
+    """`item`'s place in its tier: 0 the rest, 1 waits for a background pool's notebook, 2 kills a shared service."""
+    if item.get_closest_marker("disruptive") is not None:
+        return 2
+    return 1 if waits_in_background(item) else 0
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Unit tests first, then integration, then system; within a tier, the waits for background runs last
-    (stable: the order is kept otherwise)."""
-    items.sort(key=lambda item: (TIERS.index(tier(item.keywords)), waits_in_background(item)))
+    """Unit tests first, then integration, then system; within a tier by ``phase`` (stable: the order is kept otherwise)."""
+    items.sort(key=lambda item: (TIERS.index(tier(item.keywords)), phase(item)))
 
 
 _seconds: dict[str, float] = dict.fromkeys(TIERS, 0.0)

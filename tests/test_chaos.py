@@ -153,6 +153,7 @@ def test_twenty_agent_questions_at_once(settings):
     assert answered == 20, errors
 
 
+@pytest.mark.disruptive  # last in the system tier (tests/conftest.py): the others keep the server's read prompts
 def test_model_server_killed_mid_question_then_up(settings):
     """The model server dies while `ask` waits for it: `ask` ends with a clear error, `up` brings it back."""
     pid = _state()["modelserver"]["pid"]
@@ -181,6 +182,7 @@ def test_model_server_killed_mid_question_then_up(settings):
     assert again.returncode == 0 and not json.loads(again.stdout)["requires_human"], again.stderr
 
 
+@pytest.mark.disruptive  # last in the system tier (tests/conftest.py): the others keep the server's read prompts
 def test_postgres_killed_mid_load_then_up(settings, corpus_rows):
     """Postgres is killed while a kernel loads the corpus (its vectors are being recomputed); `up` recovers, nothing is lost."""
     with psycopg.connect(settings.database_url, autocommit=True) as conn:

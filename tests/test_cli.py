@@ -59,3 +59,10 @@ def test_every_command_is_registered_with_help():
 def test_python_m_labkit_help_runs_in_a_new_process():
     done = subprocess.run([sys.executable, "-m", "labkit", "eval", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--queries" in done.stdout and "--k" in done.stdout
+
+
+def test_a_command_does_not_import_the_notebook_format_it_does_not_use():
+    """Every `labkit` command starts with the whole parser; nbformat (a second of schema loading) waits for `grade`."""
+    code = "import sys, labkit.cli; print(sorted(m for m in ('nbformat', 'jsonschema', 'papermill') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

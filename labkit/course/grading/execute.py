@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import psutil
 
 from labkit.core.text import ERROR_CHARS, shorten
@@ -56,6 +55,8 @@ class Execution:
 
 def prepare(notebook: Path, key: str, seed: int, copy: Path) -> str | None:
     """Write the copy to execute to `copy`; returns the Russian reason when `notebook` cannot be read."""
+    import nbformat  # here, not at the top: its schema validator takes a second to import, which every `labkit` command would pay
+
     try:
         nb = nbformat.read(notebook, as_version=4)
     except Exception as exc:  # noqa: BLE001 (a handed-in file can be anything)

@@ -26,9 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import nbformat
+from typing import TYPE_CHECKING, Any
 
 from labkit.core.context import Lab
 from labkit.core.corpora import load_queries
@@ -49,6 +47,9 @@ from labkit.retrieval.branches.vector import embeddable
 from labkit.retrieval.pipeline import Pipeline
 from labkit.retrieval.spec import pipeline_spec
 from labkit.store.embedcache import cached_query_embedding
+
+if TYPE_CHECKING:
+    import nbformat
 
 __all__ = ["REFERENCE", "Student", "ExerciseSetup", "ChallengeSetup", "Outcome", "find_students", "parameters_cell_values",
            "starter_parameters",
@@ -138,6 +139,8 @@ def parameters_cell_values(nb: nbformat.NotebookNode) -> dict[str, Any]:
 
 def _parameters(path: Path) -> tuple[dict[str, Any], float]:
     """The literal values of a notebook's `parameters` cell, with its CI values over them, and its time limit."""
+    import nbformat  # here, not at the top: its schema validator takes a second to import, which every `labkit` command would pay
+
     nb = nbformat.read(path, as_version=4)
     parameters = parameters_cell_values(nb)
     meta = dict(nb.metadata.get("labkit", {}))
