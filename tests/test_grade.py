@@ -291,7 +291,7 @@ def troublemakers(settings, lab_ro, tmp_path_factory):
     shutil.copy(REPO / "solutions" / rrf, root / "d_control" / rrf)
     _edited(REPO / "notebooks" / rrf, root / "e_cheater" / rrf, [("check = lk.check_weighted_rrf", CHEAT, "before")])
     out = root.parent / "grades"
-    return _grade(root, out, "--timeout", "60", "--cell-timeout", "20", "--jobs", "2"), out  # the endless one beside the others
+    return _grade(root, out, "--timeout", "40", "--cell-timeout", "20", "--jobs", "2"), out  # the endless one beside the others
 
 
 @pytest.mark.services
@@ -400,7 +400,7 @@ def test_an_endless_notebook_is_stopped_at_its_limit(troublemakers):
     grades, _ = troublemakers
     endless = _exercise(grades, "b_endless", "07")
     assert endless["status"] == "timeout" and endless["points"] == 0
-    assert any("не уложился в 60 с" in note for note in endless["notes"])
+    assert any("не уложился в 40 с" in note for note in endless["notes"])
     assert any("выполнялась ячейка" in note and "import time" in note for note in endless["notes"]), endless["notes"]
 
 
