@@ -46,7 +46,8 @@ def tier(keywords: Mapping[str, object]) -> str:
 
 
 # Fixtures whose notebook runs go on in the background once started (tests/test_foreign_stack.py): the tests that
-# wait for their results come last in their tier, so every test between the runs' start and them runs meanwhile.
+# wait for their results come after the rest of their tier (only the ``disruptive`` ones follow), so every test
+# between the runs' start and them runs meanwhile.
 BACKGROUND_RUNS = ("foreign_runs",)
 
 
