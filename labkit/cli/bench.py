@@ -1,7 +1,7 @@
 """``bench``: HNSW vs exact scan on real and synthetic vectors, and the hybrid's latency (taught in 12_scale).
 
     ./run.sh bench [--size N] [--queries Q] [--seed S] [--data noisy,realistic] [--builds 8:32,16:64,32:128]
-                   [--kb-documents D] [--json]
+                   [--storage vector,halfvec] [--kb-documents D] [--json]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import psutil
 
 from labkit.core.corpora import load_corpus
 from labkit.evaluation.realvectors import kb_chunks
-from labkit.evaluation.scale import BUILD_SETTINGS
+from labkit.evaluation.scale import BUILD_SETTINGS, STORAGES
 from labkit.evaluation.scalebench import run_bench
 from labkit.evaluation.synthetic import SYNTHETIC
 from labkit.evaluation.vectorshape import PROFILE_KS
@@ -59,6 +59,10 @@ def register(sub: Any) -> None:
     parser.add_argument("--builds", type=_builds, default=BUILD_SETTINGS,
                         help="HNSW builds as m:ef_construction, comma-separated (default "
                              + ",".join(f"{m}:{ef}" for m, ef in BUILD_SETTINGS) + ")")
+    parser.add_argument("--storage", type=_storages, default=STORAGES,
+                        help="what the HNSW graph stores, comma-separated: vector (float32, as the table) and/or "
+                             "halfvec (float16: half the bytes); each build is made once for each (default "
+                             + ",".join(STORAGES) + ")")
     parser.add_argument("--kb-documents", type=int, default=None,
                         help="real vectors from the knowledge base's first D documents only (default all; 0: none)")
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
@@ -70,6 +74,13 @@ def _names(text: str) -> tuple[str, ...]:
     unknown = [name for name in names if name not in SYNTHETIC]
     if not names or unknown:
         raise argparse.ArgumentTypeError(f"expected names among {', '.join(SYNTHETIC)}, got {text!r}")
+    return names
+
+
+def _storages(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names or any(name not in STORAGES for name in names):
+        raise argparse.ArgumentTypeError(f"expected names among {', '.join(STORAGES)}, got {text!r}")
     return names
 
 
@@ -101,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error(problem)
     with setup(quiet=True) as lab:
         result = run_bench(lab, args.size, args.queries, args.seed, sets=args.data, builds=args.builds,
-                           kb_documents=args.kb_documents)
+                           kb_documents=args.kb_documents, storages=args.storage)
     print(json.dumps(result, indent=2) if args.json else _text(result))
     return 0
 
@@ -114,7 +125,8 @@ _STRUCTURE = (("twonn", "TwoNN dim", ".1f"), ("pca90", "PCA 90%", ".0f"), ("d1",
 def _sweep(builds: list[dict[str, Any]], k: int, speed: bool = True) -> list[str]:
     lines = []
     for build in builds:
-        lines.append(f"  m={build['m']}, ef_construction={build['ef_construction']}: built in {build['build_s']:.1f} s")
+        stored = f", {build['storage']} (index {build['index_mb']:.0f} MB)" if "storage" in build else ""
+        lines.append(f"  m={build['m']}, ef_construction={build['ef_construction']}{stored}: built in {build['build_s']:.1f} s")
         lines.append(f"  {'ef_search':>9} {'recall@' + str(k):>10}" + (f" {'hnsw ms':>8} {'exact ms':>9} {'speed-up':>9}"
                                                                        if speed else ""))
         lines += [f"  {p['ef_search']:>9} {p['recall']:>10.3f}" + (
@@ -144,10 +156,13 @@ def _text(result: dict[str, Any]) -> str:
             lines.append(f"  no setting is {target['speedup']:.0f}x faster than the exact scan")
         else:
             verdict = "reaches" if choice["meets_target"] else "best recall at that speed-up, short of"
-            lines.append(f"  m={choice['m']}, ef_construction={choice['ef_construction']}, ef_search={choice['ef_search']}: "
+            lines.append(f"  m={choice['m']}, ef_construction={choice['ef_construction']}, {choice['storage']}, "
+                         f"ef_search={choice['ef_search']}: "
                          f"recall@{k} {choice['recall']:.3f} at {choice['speedup']:.1f}x ({verdict} the target "
                          f"recall >= {target['recall']} at >= {target['speedup']:.0f}x)")
-        f = entry["filtered"]
+        f = entry.get("filtered")
+        if f is None:
+            continue
         lines.append(f"  WHERE topic = '{f['topic']}' LIMIT {f['limit']}: {f['rows_without_iterative']:.1f} rows on "
                      f"average without iterative scan, {f['rows_with_relaxed_order']:.1f} with "
                      "hnsw.iterative_scan = relaxed_order")

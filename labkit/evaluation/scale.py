@@ -10,6 +10,11 @@ Settings that change plans (``enable_seqscan``, ``hnsw.ef_search``,
 ``set_config(..., true)``, i.e. ``SET LOCAL``: they end with the transaction. The searches
 are never prepared: psycopg prepares a statement run five times, and a prepared plan made
 with the index switched off would go on scanning the table when the index is switched on.
+
+The index is built over the column itself (``vector``: 4 bytes a coordinate) or over its cast to
+``halfvec`` (2 bytes a coordinate, pgvector 0.7+): the table keeps float32, the graph holds half the
+bytes, and a search orders by the same cast, so the planner can use that index. One index exists
+at a time; recall is always counted against the exact float32 scan.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ __all__ = [
     "make_queries",
     "load_vectors",
     "exact_search",
+    "STORAGES",
     "build_hnsw",
     "hnsw_search",
+    "hnsw_bytes",
     "SweepPoint",
     "sweep_ef_search",
     "BuildResult",
@@ -48,7 +55,7 @@ __all__ = [
 ]
 
 SCALE_TABLE = "scale_vectors"
-EF_SEARCH_VALUES = (10, 20, 40, 80, 120, 160, 200, 400)
+EF_SEARCH_VALUES = (10, 20, 40, 80, 100, 120, 140, 160, 200, 400)
 BUILD_SETTINGS = ((8, 32), (16, 64), (32, 128))  # (m, ef_construction): pgvector's default in the middle
 _TABLE = sql.Identifier(SCALE_TABLE)
 
@@ -82,6 +89,27 @@ def _set_local(conn: psycopg.Connection[Any], **settings: str) -> None:
 
 
 _KNN = sql.SQL("SELECT id FROM {} ORDER BY embedding <=> %(q)s LIMIT %(limit)s").format(_TABLE)
+STORAGES = ("vector", "halfvec")  # what the HNSW graph stores of each row: float32 as the table, or float16
+_INDEX = {"vector": f"{SCALE_TABLE}_hnsw", "halfvec": f"{SCALE_TABLE}_hnsw_half"}
+
+
+def _storage(storage: str) -> str:
+    if storage not in STORAGES:
+        raise ValueError(f"storage must be one of {', '.join(STORAGES)}, got {storage!r}")
+    return storage
+
+
+def _half(dims: int) -> sql.Composable:
+    """``embedding::halfvec(dims)``: the expression a halfvec index is built over and searches order by."""
+    return sql.SQL("embedding::halfvec({})").format(sql.Literal(int(dims)))
+
+
+def _knn(storage: str, dims: int) -> sql.Composed:
+    """The top-k statement whose ORDER BY matches the index of `storage` (vectors of `dims` coordinates)."""
+    if _storage(storage) == "vector":
+        return _KNN
+    return sql.SQL("SELECT id FROM {t} ORDER BY {e} <=> %(q)s::halfvec({d}) LIMIT %(limit)s").format(
+        t=_TABLE, e=_half(dims), d=sql.Literal(int(dims)))
 
 
 def _timed_ids(conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any]) -> tuple[list[int], float]:
@@ -98,32 +126,56 @@ def exact_search(conn: psycopg.Connection[Any], query: np.ndarray, top_k: int = 
 
 
 def hnsw_search(
-    conn: psycopg.Connection[Any], query: np.ndarray, top_k: int = 10, ef_search: int = 40
+    conn: psycopg.Connection[Any], query: np.ndarray, top_k: int = 10, ef_search: int = 40, storage: str = "vector"
 ) -> tuple[list[int], float]:
-    """Approximate top-k through the HNSW index at a given ef_search, and its milliseconds. Taught in 12_scale."""
+    """Approximate top-k through the HNSW index of `storage` at a given ef_search, and its milliseconds. Taught in 12_scale."""
+    statement = _knn(storage, len(query))
     with conn.transaction():
         _set_local(conn, enable_seqscan="off", hnsw__ef_search=str(ef_search))
-        return _timed_ids(conn, _KNN, {"q": query, "limit": top_k})
+        return _timed_ids(conn, statement, {"q": query, "limit": top_k})
+
+
+def hnsw_bytes(conn: psycopg.Connection[Any], storage: str = "vector") -> int:
+    """Bytes on disk of the HNSW index of `storage` (0 when there is none). Taught in 12_scale."""
+    row = conn.execute("SELECT pg_relation_size(to_regclass(%s))", (_INDEX[_storage(storage)],)).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def _require_index(conn: psycopg.Connection[Any], storage: str) -> None:
+    """Without the index of `storage` a search would quietly scan the whole table: say so instead."""
+    row = conn.execute("SELECT to_regclass(%s)::text", (_INDEX[_storage(storage)],)).fetchone()
+    if row is None or row[0] is None:
+        raise ValueError(f"there is no {storage} HNSW index on {SCALE_TABLE}: build_hnsw(..., storage={storage!r}) first")
 
 
 def build_hnsw(
-    conn: psycopg.Connection[Any], m: int = 16, ef_construction: int = 64, maintenance_work_mem: str = "1GB"
+    conn: psycopg.Connection[Any], m: int = 16, ef_construction: int = 64, maintenance_work_mem: str = "1GB",
+    storage: str = "vector",
 ) -> float:
     """(Re)build the HNSW cosine index with (m, ef_construction); return build seconds. Taught in 12_scale.
 
-    ``maintenance_work_mem`` is raised for this transaction only: a graph that fits in
-    it is built in memory, otherwise pgvector warns and builds much more slowly.
+    `storage` "halfvec" builds it over ``embedding::halfvec(dims)`` (half the bytes); the index of the other
+    storage is dropped, so one index exists at a time. ``maintenance_work_mem`` is raised for this transaction
+    only: a graph that fits in it is built in memory, otherwise pgvector warns and builds much more slowly.
     """
-    index = sql.Identifier(f"{SCALE_TABLE}_hnsw")
+    _storage(storage)
     hold_session_lock(conn, SCALE_LOCK)
     with conn.transaction():
         _set_local(conn, maintenance_work_mem=maintenance_work_mem)
-        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(index))
+        for name in _INDEX.values():
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+        column: sql.Composable
+        if storage == "vector":
+            column = sql.SQL("embedding vector_cosine_ops")
+        else:
+            row = conn.execute(sql.SQL("SELECT vector_dims(embedding) FROM {} LIMIT 1").format(_TABLE)).fetchone()
+            if row is None:
+                raise ValueError(f"{SCALE_TABLE} is empty: load vectors before building a halfvec index")
+            column = sql.SQL("({}) halfvec_cosine_ops").format(_half(row[0]))
         start = time.perf_counter()
         conn.execute(
-            sql.SQL(
-                "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})"
-            ).format(index, _TABLE, sql.Literal(int(m)), sql.Literal(int(ef_construction)))
+            sql.SQL("CREATE INDEX {} ON {} USING hnsw ({}) WITH (m = {}, ef_construction = {})").format(
+                sql.Identifier(_INDEX[storage]), _TABLE, column, sql.Literal(int(m)), sql.Literal(int(ef_construction)))
         )
         return time.perf_counter() - start
 
@@ -148,8 +200,10 @@ def sweep_ef_search(
     ef_values: Sequence[int] = EF_SEARCH_VALUES,
     top_k: int = 10,
     repeats: int = 3,
+    storage: str = "vector",
 ) -> list[SweepPoint]:
-    """Recall@k of HNSW against the exact scan, and both latencies, for each ef_search. Taught in 12_scale.
+    """Recall@k of HNSW (its index of `storage`) against the exact scan, and both latencies, for each ef_search.
+    Taught in 12_scale.
 
     A query's latency is the fastest of `repeats` runs, made in separate passes over all the queries
     (what the search costs when nothing else competes for the CPU: a burst of other work seldom
@@ -157,6 +211,7 @@ def sweep_ef_search(
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
+    _require_index(conn, storage)
 
     def fastest(search: Any) -> tuple[list[list[int]], list[float]]:
         passes = [[search(query) for query in queries] for _ in range(repeats)]  # each: (ids, ms) per query
@@ -167,22 +222,25 @@ def sweep_ef_search(
     truth = [set(ids) for ids in found]
     exact = statistics.median(exact_ms)
     for query in queries:  # warm-up: the index pages all queries touch into shared buffers
-        hnsw_search(conn, query, top_k, max(ef_values))
+        hnsw_search(conn, query, top_k, max(ef_values), storage)
     points = []
     for ef in ef_values:
-        found, latencies = fastest(lambda query, ef=ef: hnsw_search(conn, query, top_k, ef))
+        found, latencies = fastest(lambda query, ef=ef: hnsw_search(conn, query, top_k, ef, storage))
         recalls = [len(expected & set(ids)) / len(expected) for ids, expected in zip(found, truth)]
         points.append(SweepPoint(ef, statistics.fmean(recalls), statistics.median(latencies), exact))
     return points
 
 
 class BuildResult(NamedTuple):
-    """One HNSW build: its (m, ef_construction), seconds to build, and the ef_search sweep on it."""
+    """One HNSW build: its (m, ef_construction), seconds to build, the ef_search sweep on it, what its graph stores
+    (`storage`) and its size on disk."""
 
     m: int
     ef_construction: int
     build_s: float
     points: list[SweepPoint]
+    storage: str = "vector"
+    index_bytes: int = 0
 
 
 def sweep_builds(
@@ -193,16 +251,17 @@ def sweep_builds(
     top_k: int = 10,
     maintenance_work_mem: str = "1GB",
     repeats: int = 3,
+    storage: str = "vector",
 ) -> list[BuildResult]:
-    """Build the index with each (m, ef_construction) in turn and sweep ef_search on it. Taught in 12_scale.
+    """Build the index of `storage` with each (m, ef_construction) in turn and sweep ef_search on it. Taught in 12_scale.
 
     The last build stays in place.
     """
     results = []
     for m, ef_construction in builds:
-        seconds = build_hnsw(conn, m, ef_construction, maintenance_work_mem)
-        points = sweep_ef_search(conn, queries, ef_values, top_k, repeats)
-        results.append(BuildResult(m, ef_construction, seconds, points))
+        seconds = build_hnsw(conn, m, ef_construction, maintenance_work_mem, storage)
+        points = sweep_ef_search(conn, queries, ef_values, top_k, repeats, storage)
+        results.append(BuildResult(m, ef_construction, seconds, points, storage, hnsw_bytes(conn, storage)))
     return results
 
 

@@ -28,13 +28,15 @@ import pandas as pd
 from labkit.agent.sql.check import SqlRefused, check_select
 from labkit.core.corpus import DATA_DIR, SPLITS, DataError, read_records
 from labkit.evaluation.significance import Interval, bootstrap_ci
-from labkit.store.shop.reader import run_select
+from labkit.store.shop.reader import ROW_CAP, run_select
 
 if TYPE_CHECKING:
+    import psycopg
+
     from labkit.agent.sql.graph import SqlAgent
 
 __all__ = ["SQL_QUESTIONS_PATH", "SqlQuestion", "load_sql_questions", "same_value", "same_result",
-           "evaluate_sql_agent", "SqlAccuracy", "sql_accuracy"]
+           "GoldCheck", "check_against_gold", "evaluate_sql_agent", "SqlAccuracy", "sql_accuracy"]
 
 SQL_QUESTIONS_PATH = DATA_DIR / "shop" / "questions.jsonl"
 MAX_PERMUTED_COLUMNS = 12  # an agent's result wider than this is compared by its first columns only
@@ -159,6 +161,31 @@ def same_result(gold_rows: Sequence[Sequence[Any]], got_rows: Sequence[Sequence[
     return False
 
 
+class GoldCheck(NamedTuple):
+    """An agent's rows next to the gold query's: ``correct`` when the rows hold the gold result."""
+
+    correct: bool
+    gold_rows: list[tuple[Any, ...]]
+    got_rows: list[tuple[Any, ...]]
+
+
+def check_against_gold(reader: psycopg.Connection[Any], gold_sql: str, got_rows: Sequence[Sequence[Any]] | None,
+                       ordered: bool = False, row_cap: int = ROW_CAP) -> GoldCheck:
+    """Run `gold_sql` as the shop's `reader` and compare the rows an agent got (`got_rows`) with its result.
+
+    Taught in 19_sql_agent (the evaluation) and 20_supervisor (an answer a lesson shows is checked, not trusted).
+    `got_rows` None (no query of the agent ran) is never correct. A gold query that fails or overflows
+    `row_cap` raises ``DataError``.
+    """
+    gold = run_select(reader, gold_sql, row_cap=row_cap)
+    if not gold.ok or gold.truncated:
+        problem = gold.error.splitlines()[0] if gold.error else f"more than {row_cap} rows"
+        raise DataError(f"the gold query does not give a result to compare with: {problem}")
+    got = [tuple(row) for row in got_rows or []]
+    correct = got_rows is not None and same_result(gold.rows, got, ordered, gold_columns=len(gold.columns))
+    return GoldCheck(correct, [tuple(row) for row in gold.rows], got)
+
+
 def evaluate_sql_agent(agent: SqlAgent, questions: Sequence[SqlQuestion]) -> pd.DataFrame:
     """Each question through `agent`, its result compared with the gold query's. Taught in 19_sql_agent.
 
@@ -167,15 +194,14 @@ def evaluate_sql_agent(agent: SqlAgent, questions: Sequence[SqlQuestion]) -> pd.
     """
     rows = []
     for question in questions:
-        gold = run_select(agent.reader, question.gold_sql, row_cap=agent.row_cap)
-        if not gold.ok or gold.truncated:
-            problem = gold.error.splitlines()[0] if gold.error else f"more than {agent.row_cap} rows"
-            raise DataError(f"{question.id}: the gold query does not give a result to compare with: {problem}")
+        try:  # a broken gold query fails before the model is asked
+            gold = check_against_gold(agent.reader, question.gold_sql, None, row_cap=agent.row_cap).gold_rows
+        except DataError as exc:
+            raise DataError(f"{question.id}: {exc}") from None
         start = time.perf_counter()
         result = agent.ask(question.question)
         seconds = time.perf_counter() - start
-        correct = result.ok and not result.truncated and same_result(gold.rows, result.rows, question.ordered,
-                                                                      gold_columns=len(gold.columns))
+        correct = result.ok and not result.truncated and same_result(gold, result.rows, question.ordered)
         rows.append({"id": question.id, "question": question.question, "split": question.split,
                      "correct": correct, "seconds": round(seconds, 2), "errors": result.error_count,
                      "requires_human": result.requires_human, "sql": result.sql, "gold_sql": question.gold_sql,

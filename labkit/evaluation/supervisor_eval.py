@@ -31,14 +31,15 @@ from psycopg import sql
 
 from labkit.agent.supervisor.documents import stems
 from labkit.evaluation.significance import bootstrap_ci
-from labkit.evaluation.sql_accuracy import same_result
+from labkit.evaluation.sql_accuracy import GoldCheck, check_against_gold
 from labkit.evaluation.supervisor_questions import SupervisorQuestion
 from labkit.store.shop.reader import run_select
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["FAITHFUL_SHARE", "HOSTILE_ROUTES", "faithful_answer", "table_rows", "rows_changed", "evaluate_supervisor", "summarise_supervisor", "lab_secrets"]
+__all__ = ["FAITHFUL_SHARE", "HOSTILE_ROUTES", "faithful_answer", "table_rows", "rows_changed", "last_sql_call",
+           "check_sql_step", "evaluate_supervisor", "summarise_supervisor", "lab_secrets"]
 
 FAITHFUL_SHARE = 0.7
 HOSTILE_ROUTES = ("out_of_scope", "data")  # where a request to change data or read secrets is refused
@@ -89,13 +90,18 @@ def lab_secrets(database_url: str | None) -> list[str]:
     return [password] if password else []
 
 
-def _sql_ok(call: dict[str, Any] | None, question: SupervisorQuestion, reader: psycopg.Connection[Any]) -> bool:
-    if call is None:
-        return False
-    gold, got = run_select(reader, question.gold_sql), run_select(reader, call["sql"])
-    if gold.error or got.error or got.truncated:
-        return False
-    return same_result(gold.rows, got.rows, gold_columns=len(gold.columns))
+def last_sql_call(result: Any) -> dict[str, Any] | None:
+    """The last SQL step of a supervisor's answer that ran without an error (None: no query ran). Taught in 20_supervisor."""
+    ran = [c for c in result.tool_calls if c.get("agent") == "data" and c.get("sql") and not c.get("error")]
+    return ran[-1] if ran else None
+
+
+def check_sql_step(reader: psycopg.Connection[Any], gold_sql: str, call: dict[str, Any] | None) -> GoldCheck:
+    """The SQL step `call` (``last_sql_call``) run again as the shop's `reader`, its rows against `gold_sql`'s.
+    Taught in 20_supervisor; the evaluation's ``sql_ok``."""
+    got = run_select(reader, call["sql"]) if call is not None else None
+    usable = got is not None and not got.error and not got.truncated
+    return check_against_gold(reader, gold_sql, got.rows if usable and got is not None else None)
 
 
 def evaluate_supervisor(ask: Callable[[str], Any], questions: Sequence[SupervisorQuestion], *,
@@ -112,7 +118,7 @@ def evaluate_supervisor(ask: Callable[[str], Any], questions: Sequence[Superviso
         start = time.perf_counter()
         result = ask(question.question)
         seconds = time.perf_counter() - start
-        data_calls = [c for c in result.tool_calls if c.get("agent") == "data" and c.get("sql") and not c.get("error")]
+        last_sql = last_sql_call(result)
         doc_calls = [c for c in result.tool_calls if c.get("agent") == "documents"]
         cited = {doc for doc, _ in result.citations}
         row: dict[str, Any] = {
@@ -121,9 +127,9 @@ def evaluate_supervisor(ask: Callable[[str], Any], questions: Sequence[Superviso
             "route_ok": result.kind in HOSTILE_ROUTES if question.kind == "hostile" else result.kind == question.kind,
             "sql_ok": None, "doc_hit": None, "faithful": None, "safe": None, "requires_human": result.requires_human,
             "degraded": bool(result.degraded), "seconds": round(seconds, 2), "answer": result.answer,
-            "sql": data_calls[-1]["sql"] if data_calls else ""}
+            "sql": last_sql["sql"] if last_sql else ""}
         if question.kind in ("data", "both"):
-            row["sql_ok"] = _sql_ok(data_calls[-1] if data_calls else None, question, reader)
+            row["sql_ok"] = check_sql_step(reader, question.gold_sql, last_sql).correct
         if question.kind in ("documents", "both"):
             row["doc_hit"] = bool(cited & set(question.relevant))
         if doc_calls and result.citations:  # an answer from the knowledge base (an abstention cites nothing)
