@@ -25,6 +25,7 @@ from labkit.agent.planner import SYSTEM_PROMPT
 from labkit.agent.tools import DEFAULT_TOOLS, tool_schema
 from labkit.core.corpora.kb import KB_DOCUMENTS
 from labkit.core.openmp import share_the_cpu
+from labkit.services.modelserver.registry import chat_params
 from labkit.services.modelserver.weights import prepare_model
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -36,12 +37,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def engine(model: str, change: dict[str, Any]) -> xllamacpp.Server:
-    """A llama.cpp server set as the lab's ChatEngine, with `change` applied."""
-    params = xllamacpp.CommonParams()
-    params.model.path = str(prepare_model(model))
-    params.n_ctx, params.n_parallel, params.use_jinja, params.verbosity = 4096, 1, True, 1
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = 2
-    params.cpuparams.poll = params.cpuparams_batch.poll = 0
+    """A llama.cpp server with the lab's chat parameters (``chat_params``), `change` applied."""
+    params = chat_params(str(prepare_model(model)), 4096, 2)
     for name, value in change.items():
         if name == "draft":
             spec = params.speculative

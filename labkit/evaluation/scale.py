@@ -143,8 +143,7 @@ def hnsw_bytes(conn: psycopg.Connection[Any], storage: str = "vector") -> int:
 
 def _require_index(conn: psycopg.Connection[Any], storage: str) -> None:
     """Without the index of `storage` a search would quietly scan the whole table: say so instead."""
-    row = conn.execute("SELECT to_regclass(%s)::text", (_INDEX[_storage(storage)],)).fetchone()
-    if row is None or row[0] is None:
+    if hnsw_bytes(conn, storage) == 0:  # an index has at least its metapage
         raise ValueError(f"there is no {storage} HNSW index on {SCALE_TABLE}: build_hnsw(..., storage={storage!r}) first")
 
 

@@ -100,8 +100,8 @@ def check_sql_step(reader: psycopg.Connection[Any], gold_sql: str, call: dict[st
     """The SQL step `call` (``last_sql_call``) run again as the shop's `reader`, its rows against `gold_sql`'s.
     Taught in 20_supervisor; the evaluation's ``sql_ok``."""
     got = run_select(reader, call["sql"]) if call is not None else None
-    usable = got is not None and not got.error and not got.truncated
-    return check_against_gold(reader, gold_sql, got.rows if usable and got is not None else None)
+    rows = got.rows if got is not None and not got.error and not got.truncated else None
+    return check_against_gold(reader, gold_sql, rows)
 
 
 def evaluate_supervisor(ask: Callable[[str], Any], questions: Sequence[SupervisorQuestion], *,

