@@ -21,11 +21,12 @@ from labkit.agent.planner import (
     plan,
     route_calls,
 )
+from labkit.agent.runaway import cut_runaway
 from labkit.agent.scope import Scope, corpus_scope
 from labkit.agent.sql.check import SqlRefused, check_select
 from labkit.agent.sql.fake import FakeRepeatingSqlChat
 from labkit.agent.sql.graph import SqlAgent, SqlResult, sql_messages
-from labkit.agent.sql.hints import column_hint, unasked_values, unknown_values
+from labkit.agent.sql.hints import column_hint, miscounted_orders, unasked_values, unknown_values
 from labkit.agent.sql.policy import next_step_without_progress_rule, normalise_sql, stop_rule
 from labkit.agent.sql.schema import describe_schema
 from labkit.agent.supervisor import ROUTES, DocumentAgent, RouteDecision, Supervisor, SupervisorResult
@@ -40,6 +41,7 @@ from labkit.agent.supervisor.routes import (
     route_name,
     route_scores,
 )
+from labkit.agent.supervisor.split import BothParts, split_both
 from labkit.agent.tools import (
     DEFAULT_TOOLS,
     Company,
@@ -404,8 +406,8 @@ __all__ = [
     # the shop and its SQL agent
     "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
-    "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "unasked_values", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
-    "REACH", "ROUTE_BIAS", "route_bias", "asks_to_change", "refusal_rule", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor", "last_sql_call", "check_sql_step",
+    "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "unasked_values", "miscounted_orders", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
+    "REACH", "ROUTE_BIAS", "route_bias", "BothParts", "split_both", "cut_runaway", "asks_to_change", "refusal_rule", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor", "last_sql_call", "check_sql_step",
     "faithful_answer", "lab_secrets", "rows_changed", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
     "FakeRepeatingSqlChat",
     "SqlQuestion", "load_sql_questions", "same_result", "GoldCheck", "check_against_gold", "evaluate_sql_agent",

@@ -279,6 +279,60 @@ def test_no_labelled_questions_gold_sql_has_a_condition_the_question_never_asked
 
 
 @pytest.mark.parametrize(
+    ("query", "question", "expected"),
+    [
+        ("SELECT count(*) FROM order_items AS i JOIN products AS p ON p.id = i.product_id WHERE p.category = 'ноутбуки'",
+         "Сколько заказов содержат ноутбуки?", "i"),
+        ("SELECT count(o.id) FROM orders o JOIN order_items it ON it.order_id = o.id", "Сколько оплаченных заказов с ноутбуками?",
+         "it"),
+        ("SELECT count(*) FROM orders JOIN order_items ON order_items.order_id = orders.id", "Сколько заказов с ноутбуками?",
+         "order_items"),
+        ("SELECT count(DISTINCT i.order_id) FROM order_items AS i", "Сколько заказов содержат ноутбуки?", ""),
+        ("SELECT count(*) FROM order_items AS i", "Сколько строк заказов с пылесосами?", ""),  # rows asked for
+        ("SELECT count(*) FROM orders WHERE city = 'Пермь'", "Сколько заказов из Перми?", ""),  # no items joined
+        ("SELECT sum(i.quantity) FROM order_items AS i", "Сколько штук ноутбуков продано?", ""),  # not orders
+        ("SELECT count(*) FROM orders WHERE id IN (SELECT order_id FROM order_items i)", "Сколько заказов с ноутбуками?",
+         ""),  # the subquery keeps one row per order
+    ],
+)
+def test_a_count_of_item_rows_where_the_question_counts_orders_is_found(query, question, expected):
+    from labkit.agent.sql.hints import count_orders, miscount_message, miscounted_orders
+
+    assert miscounted_orders(query, question) == expected
+    if expected:
+        assert f"count(DISTINCT {expected}.order_id)" in miscount_message(expected)
+        assert count_orders(query, expected).startswith(f"SELECT count(DISTINCT {expected}.order_id) FROM ")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("SELECT count(*) FROM order_items AS i JOIN products AS p ON p.id = i.product_id WHERE p.category = 'ноутбуки'",
+         "SELECT count(DISTINCT i.order_id) FROM order_items AS i JOIN products AS p ON p.id = i.product_id "
+         "WHERE p.category = 'ноутбуки'"),
+        ("SELECT p.category, count(i.id) FROM order_items i JOIN products p ON p.id = i.product_id GROUP BY 1",
+         "SELECT p.category, count(DISTINCT i.order_id) FROM order_items i JOIN products p ON p.id = i.product_id GROUP BY 1"),
+        ("SELECT count(*), count(*) FROM order_items i", ""),  # two counts: refused with the message instead
+        ("SELECT count(coalesce(i.x, 1)) FROM order_items i", ""),  # not a plain count
+    ],
+)
+def test_the_check_writes_the_count_of_orders_itself_when_the_query_counts_once(query, expected):
+    from labkit.agent.sql.hints import count_orders
+
+    assert count_orders(query, "i") == expected
+
+
+def test_no_labelled_questions_gold_sql_counts_item_rows_for_orders():
+    from labkit.agent.sql.hints import miscounted_orders
+
+    golds = [json.loads(line) for name in ("shop", "supervisor")
+             for line in (REPO / "labkit" / "data" / name / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    golds = [record for record in golds if record.get("gold_sql")]
+    assert len(golds) > 50 and any("order_items" in r["gold_sql"] and "заказ" in r["question"] for r in golds)
+    assert {r["id"]: r["gold_sql"] for r in golds if miscounted_orders(r["gold_sql"], r["question"])} == {}
+
+
+@pytest.mark.parametrize(
     ("query", "expected"),
     [
         ("SELECT count(*) FROM r JOIN p ON p.id = r.pid WHERE p.category = 'наушники' AND r.status = 'отклонён'",

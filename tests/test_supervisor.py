@@ -2,6 +2,7 @@
 
 Model calls are kept few (one question per route). Stand-ins, each named: ``Killed`` is a data agent that
 stops the process-like run right after routing (a KeyboardInterrupt, what Ctrl-C or a kill does mid-graph);
+``RoutedToBoth`` routes every question to «both», so the test of that path does not hang on one routing call;
 the model server down is real (a closed port), not a fake.
 """
 
@@ -18,7 +19,8 @@ import pytest
 import labkit as lk
 from labkit.agent.graph import open_checkpointer
 from labkit.agent.markup import has_markup
-from labkit.agent.supervisor import ROUTES, Supervisor
+from labkit.agent.runaway import ran_away
+from labkit.agent.supervisor import ROUTES, RouteDecision, Supervisor
 from labkit.agent.supervisor.graph import CHANGE_REFUSED, DATA_MODEL_DOWN, MODEL_DOWN, SECRET_REFUSED, TRACE_COLUMNS
 from labkit.core.corpora.kb import KB
 from labkit.store.shop.loading import ensure_shop
@@ -88,6 +90,33 @@ def test_a_documents_question_searches_the_knowledge_base(supervisor):
     assert call["tool"] == "search_kb" and call["hits"] and call["sql"] is None
     assert not has_markup(result.answer)
     assert all(doc in call["hits"] for doc, _section in result.citations)
+
+
+class RoutedToBoth(Supervisor):
+    """Stand-in for the routing step only: every question takes the «both» path (routing accuracy is the evaluation's
+    business); both agents and the model behind them are the real ones."""
+
+    def decide(self, question: str) -> RouteDecision:
+        return RouteDecision("both", False, "both")
+
+
+def test_a_both_question_gives_each_agent_its_own_part(kb):
+    question = "Как работает самовывоз и сколько заказов забрали самовывозом?"
+    parts = lk.split_both(question)
+    assert parts is not None
+    sup = RoutedToBoth(kb, kb_lab=kb)
+    try:
+        result = sup.ask(question)
+    finally:
+        sup.close()
+    assert result.kind == "both" and result.route == ["data", "documents"]
+    sql_calls = [call for call in result.tool_calls if call["sql"]]
+    search = [call for call in result.tool_calls if call["tool"] == "search_kb"]
+    assert sql_calls and search and search[-1]["arguments"] == {"query": parts.documents}
+    last = sql_calls[-1]
+    if last["rows"]:  # the data part's rows open the answer, the knowledge base's answer follows
+        assert result.answer.startswith("Ответ по данным магазина") or result.answer.startswith("Данные магазина")
+    assert not has_markup(result.answer) and not ran_away(result.answer)
 
 
 def test_model_down_gives_plain_search_results_and_a_russian_sentence(kb):

@@ -13,7 +13,9 @@ connection) and writes one SELECT. The check also refuses, once, a text value it
 (``hints.unknown_values``: ``city = 'Перми'`` would count 0 without an error) and a condition the question
 never asked for (``hints.unasked_values``); a condition of that kind on a value of the prompt's worked examples
 (``p.category = 'наушники'`` in a question about every product's returns) was copied from them, and the check
-cuts it out of the WHERE itself (the trace says so), as the 1.5B model wrote it again when asked to. A refusal by the check, or
+cuts it out of the WHERE itself (the trace says so), as the 1.5B model wrote it again when asked to; and a count of
+rows where the question counts orders (``hints.miscounted_orders``: ``count(*)`` over ``order_items`` for «Сколько
+заказов …»), which the check rewrites to ``count(DISTINCT ….order_id)`` itself. A refusal by the check, or
 Postgres's own error text with the catalog's hint beside it (``hints.column_hint``), follows the failed SQL
 in the next prompt (``sql_messages``), so the prompt grows with each retry (the trace shows the tokens).
 After each failure a policy (``policy=``, default ``labkit.agent.sql.policy.next_step``, exercise 21) says retry, give up or refuse: after ``max_errors`` failures, or when the model wrote the same
@@ -44,7 +46,10 @@ from labkit.agent.sql.answer import format_rows, format_value
 from labkit.agent.sql.check import SqlRefused, check_select, extract_sql
 from labkit.agent.sql.hints import (
     column_hint,
+    count_orders,
     example_literals,
+    miscount_message,
+    miscounted_orders,
     unasked_message,
     unasked_values,
     unknown_values,
@@ -336,6 +341,14 @@ class SqlAgent:
         if unasked:  # refused once too; a condition the model keeps runs as written
             return self._failure(state, checked, unasked_message(checked, unasked), CHECK_SOURCE, "check_sql",
                                  time.perf_counter() - start, unasked=[list(pair) for pair in unasked])
+        items = miscounted_orders(checked, state["question"])
+        recounted = count_orders(checked, items) if items else ""
+        if recounted:  # rows counted where the question counts orders: the count is written for the model
+            note = (f"{note} " if note else "") + f"Считаем заказы, а не строки: count(DISTINCT {items}.order_id)."
+            checked = recounted
+        elif items and not any(attempt.get("miscount") for attempt in state["attempts"]):  # refused once, like the others
+            return self._failure(state, checked, miscount_message(items), CHECK_SOURCE, "check_sql",
+                                 time.perf_counter() - start, miscount=True)
         return {"sql": checked, "trace": [_row("check_sql", time.perf_counter() - start, sql=checked, ok=True,
                                                preview=note)]}
 

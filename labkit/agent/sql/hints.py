@@ -20,6 +20,15 @@ Three mistakes of a small model are silent or vague in Postgres's own words:
   condition out (``without_conditions``). Any other is refused once with the query to write
   (``unasked_message``): a question may name a value in other words («на сайте» for 'онлайн'), and a
   condition the model keeps runs as written;
+* **rows counted where the question counts orders**: «Сколько заказов содержат ноутбуки?» over a join with
+  ``order_items`` is ``count(DISTINCT i.order_id)``; ``count(*)`` counts an order once per matching item
+  (217 rows where the gold query finds fewer orders), with no error. The prompt's rule says so, and the 1.5B
+  model still wrote ``count(*)`` on a tune question. ``miscounted_orders`` finds a count without DISTINCT
+  over ``order_items`` when the question counts orders (``Сколько заказов``, ``Сколько оплаченных заказов``,
+  not ``Сколько строк заказов``), and the check writes the count itself (``count_orders``: the query's one
+  ``count(...)`` becomes ``count(DISTINCT i.order_id)``, the trace says so) or, when the query counts more than once,
+  refuses it once with the count to write (``miscount_message``). Refused, the 1.5B model wrote the right count on
+  one tune question and on another spent its last attempt on it;
 * **a column taken from the wrong table**: Postgres says ``column r.product_id does not exist``
   but not where the column is. ``column_hint`` names the tables that have it (``schema.table_columns``),
   or that none has, and says the way out of an error whose text does not (``EXTRACT`` from ``date -
@@ -37,7 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 __all__ = ["UnknownValue", "unknown_values", "value_message", "unasked_values", "example_literals", "without_conditions", "unasked_message",
-           "column_hint"]
+           "miscounted_orders", "count_orders", "miscount_message", "column_hint"]
 
 _TEXT = r"'((?:[^']|'')*)'"
 _COMPARED = re.compile(r"\b(\w+)\s*(?:=|<>|!=)\s*" + _TEXT)
@@ -51,6 +60,12 @@ _ERROR_HINTS = (
 CLOSEST = 3  # how many similar values a refusal names
 _DATE = re.compile(r"\d{4}-\d\d-\d\d")
 _WORDS = re.compile(r"\w+")
+# «Сколько заказов», «Сколько оплаченных заказов» (an adjective in the genitive plural), not «Сколько строк заказов».
+_COUNTS_ORDERS = re.compile(r"\bсколько\s+(?:[а-яё]+(?:ых|их)\s+)?заказ", re.IGNORECASE)
+_COUNT_WITHOUT_DISTINCT = re.compile(r"\bcount\s*\(\s*(?!distinct\b)", re.IGNORECASE)
+_ITEMS_ALIAS = re.compile(r"\border_items\b(?:\s+(?:as\s+)?(\w+))?", re.IGNORECASE)
+_SUBQUERY = re.compile(r"\(\s*select\b", re.IGNORECASE)
+_NOT_ALIAS = {"as", "join", "inner", "left", "right", "full", "cross", "on", "where", "group", "order", "limit", "using"}
 SHARED_START = 4  # letters a literal's word and a question's word must start with alike («Казани» ~ 'Казань')
 
 
@@ -172,6 +187,36 @@ def unasked_message(sql: str, unasked: Sequence[tuple[str, str]]) -> str:
     if cut:
         return f"{said} Напиши запрос без него:\n```sql\n{cut}\n```"
     return f"{said} Убери его из WHERE."
+
+
+def miscounted_orders(sql: str, question: str) -> str:
+    """The ``order_items`` reference (its alias, else the table's name) when `question` counts orders and `sql`
+    counts rows of a join with ``order_items`` (a ``count`` without DISTINCT); "" when it does not."""
+    if not _COUNTS_ORDERS.search(question) or not _COUNT_WITHOUT_DISTINCT.search(sql) or _SUBQUERY.search(sql):
+        return ""  # a subquery (``id IN (SELECT order_id FROM order_items …)``) may count orders rightly: left alone
+    found = _ITEMS_ALIAS.search(sql)
+    if found is None:
+        return ""
+    alias = found.group(1)
+    return alias if alias and alias.lower() not in _NOT_ALIAS else "order_items"
+
+
+def count_orders(sql: str, items: str) -> str:
+    """`sql` with its one ``count(...)`` written ``count(DISTINCT <items>.order_id)``; "" when it counts more than once."""
+    counts = list(_COUNT_WITHOUT_DISTINCT.finditer(sql))
+    if len(counts) != 1 or len(re.findall(r"\bcount\s*\(", sql, re.IGNORECASE)) != 1:
+        return ""
+    end = sql.find(")", counts[0].end())
+    if end < 0 or "(" in sql[counts[0].end():end]:  # count(coalesce(...)): not a plain count to rewrite
+        return ""
+    return f"{sql[:counts[0].start()]}count(DISTINCT {items}.order_id){sql[end + 1:]}"
+
+
+def miscount_message(items: str) -> str:
+    """The check's refusal, in Russian: the question counts orders, the query counts rows of ``order_items``."""
+    return (f"Вопрос спрашивает, сколько заказов, а запрос считает строки: в одном заказе бывает несколько строк "
+            f"order_items, и count без DISTINCT посчитает такой заказ несколько раз. Напиши count(DISTINCT "
+            f"{items}.order_id).")
 
 
 def column_hint(error: str, tables: Mapping[str, list[str]]) -> str:

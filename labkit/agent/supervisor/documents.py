@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from labkit.agent.markup import strip_markup
+from labkit.agent.runaway import cut_runaway
 from labkit.models.chat import ask_model
 from labkit.retrieval.modes import HYBRID_CODES_ALIASES
 
@@ -99,7 +100,7 @@ class DocumentAgent:
         reply = ask_model(self.chat, self.model, messages, think=False, num_predict=ANSWER_TOKENS)
         if reply.error:
             raise ConnectionError(reply.error)
-        text = strip_markup(reply.content).strip() or ABSTAIN
+        text = cut_runaway(strip_markup(reply.content)).strip() or ABSTAIN
         abstained = "ответа нет" in text.lower()
         return DocAnswer(text, chunks, [] if abstained else citations, abstained, reply.seconds, 0.0,
                          reply.prompt_tokens, reply.eval_tokens)

@@ -2,8 +2,10 @@
 
 Design: ``route`` reads the route from the chat model's first-token scores over the enum, calibrated, then
 checks that the question speaks the shop's words (``labkit.agent.supervisor.routes``; a server without
-log-probabilities answers in JSON, validated by ``parse_route``). "both" runs the data agent first and then the document agent with the
-data's answer in its context, so the final answer is grounded in the knowledge base and mentions the numbers.
+log-probabilities answers in JSON, validated by ``parse_route``). "both" runs the data agent first and then the document agent,
+each on its own part of the question when it cuts into a rules part and a data part (``split.split_both``): the
+answer is the data's rows, then the knowledge base's answer to the rules part. A question that does not cut goes
+whole to both, the document agent with the data's answer in its context.
 Small talk and out-of-scope get a fixed polite Russian answer, no tool; a request to change data or for the
 service's secrets, and an order to drop the instructions, are refused before the model is asked (``refusal_rule``).
 Every node appends a trace row.
@@ -38,6 +40,7 @@ from labkit.agent.supervisor.routes import (
     route_messages,
     route_scores,
 )
+from labkit.agent.supervisor.split import BothParts, split_both
 from labkit.models.chat import ask_model
 from labkit.models.relevance import TOP_LOGPROBS, JudgeUnavailable, first_token_alternatives
 from labkit.store.shop.loading import ensure_shop
@@ -210,6 +213,11 @@ class Supervisor:
         return {"kind": route, "degraded": degraded, "steps": state.get("steps", 0) + 1,
                 "trace": [*state.get("trace", []), row]}
 
+    @staticmethod
+    def _parts(state: SupState) -> BothParts | None:
+        """For the «both» route, the question cut into the rules part and the data part (``split_both``)."""
+        return split_both(state["question"]) if state.get("kind") == "both" else None
+
     def _after_route(self, state: SupState) -> str:
         kind = state["kind"]
         if kind in ("smalltalk", "out_of_scope"):
@@ -223,7 +231,8 @@ class Supervisor:
 
     def _run_data(self, state: SupState) -> dict[str, Any]:
         start = time.perf_counter()
-        result = self.data.ask(state["question"])
+        parts = self._parts(state)
+        result = self.data.ask(parts.data if parts else state["question"])
         calls = [{"agent": "data", "tool": "run_sql", "arguments": dict(c["arguments"]), "sql": c["arguments"].get("sql"),
                   "rows": c.get("rows"), "error": c.get("error"), "hits": None} for c in result.tool_calls()]
         trace = result.trace
@@ -253,8 +262,10 @@ class Supervisor:
 
     def _run_documents(self, state: SupState) -> dict[str, Any]:
         start = time.perf_counter()
+        parts = self._parts(state)
+        asked = parts.documents if parts else state["question"]  # «both»: the rules part; the data part has its rows
         try:
-            chunks = self.documents.search(state["question"])
+            chunks = self.documents.search(asked)
         except Exception as exc:  # the knowledge base unreachable: one clear line
             if not _is_db_down(exc):
                 raise
@@ -262,7 +273,7 @@ class Supervisor:
                     "requires_human": True, "steps": state.get("steps", 0) + 1,
                     "trace": [*state.get("trace", []), _row("documents", "search_kb", time.perf_counter() - start)]}
         tool_s = time.perf_counter() - start
-        call = {"agent": "documents", "tool": "search_kb", "arguments": {"query": state["question"]}, "sql": None,
+        call = {"agent": "documents", "tool": "search_kb", "arguments": {"query": asked}, "sql": None,
                 "rows": None, "error": None, "hits": list(dict.fromkeys(c.doc_id for c in chunks))}
         update: dict[str, Any] = {"route": [*state.get("route", []), "documents"],
                                   "tool_calls": [*state.get("tool_calls", []), call],
@@ -274,7 +285,7 @@ class Supervisor:
             update["trace"] = [*state.get("trace", []), _row("documents", "search_kb", time.perf_counter() - start, tool=tool_s)]
             return update
         try:
-            doc = self.documents.answer(state["question"], chunks, state.get("data_answer", ""))
+            doc = self.documents.answer(asked, chunks, "" if parts else state.get("data_answer", ""))
         except Exception:  # noqa: BLE001 - the model server down or timing out: plain results
             update |= {"answer": f"{MODEL_DOWN}\n{plain_results(chunks)}", "degraded": MODEL_DOWN,
                        "citations": [(c.doc_id, c.section) for c in chunks]}
