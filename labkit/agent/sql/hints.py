@@ -2,7 +2,7 @@
 
 The catalog is read once per agent (``labkit.agent.sql.schema``); the functions here only read text.
 
-Three mistakes of a small model are silent or vague in Postgres's own words:
+Four mistakes of a small model are silent or vague in Postgres's own words:
 
 * **a value the column never holds**: ``WHERE city = 'Перми'`` (the question's case form) or
   ``name = 'ТехноЗвук Buds 3'`` (a shortened name) runs fine and counts 0 — an answer that reads as
@@ -22,7 +22,7 @@ Three mistakes of a small model are silent or vague in Postgres's own words:
   condition the model keeps runs as written;
 * **rows counted where the question counts orders**: «Сколько заказов содержат ноутбуки?» over a join with
   ``order_items`` is ``count(DISTINCT i.order_id)``; ``count(*)`` counts an order once per matching item
-  (217 rows where the gold query finds fewer orders), with no error. The prompt's rule says so, and the 1.5B
+  (217 rows for 211 orders), with no error. The prompt's rule says so, and the 1.5B
   model still wrote ``count(*)`` on a tune question. ``miscounted_orders`` finds a count without DISTINCT
   over ``order_items`` when the question counts orders (``Сколько заказов``, ``Сколько оплаченных заказов``,
   not ``Сколько строк заказов``), and the check writes the count itself (``count_orders``: the query's one
