@@ -2,7 +2,7 @@
 
 Model calls are kept few (one question per route). Stand-ins, each named: ``Killed`` is a data agent that
 stops the process-like run right after routing (a KeyboardInterrupt, what Ctrl-C or a kill does mid-graph);
-``RoutedToBoth`` routes every question to «both», so the test of that path does not hang on one routing call;
+``RoutedToBoth`` routes every question to «both», so the test of that path does not depend on how one question is routed;
 the model server down is real (a closed port), not a fake.
 """
 
