@@ -267,12 +267,17 @@ def test_a_condition_the_question_never_asked_for_is_found(query, question, expe
     assert unasked_values(query, question) == expected
 
 
+def _gold_records() -> list[dict]:
+    """Every labelled question of the shop's and the supervisor's sets that has a gold query."""
+    records = [json.loads(line) for name in ("shop", "supervisor")
+               for line in (REPO / "labkit" / "data" / name / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [record for record in records if record.get("gold_sql")]
+
+
 def test_no_labelled_questions_gold_sql_has_a_condition_the_question_never_asked_for():
     from labkit.agent.sql.hints import unasked_values
 
-    golds = [json.loads(line) for name in ("shop", "supervisor")
-             for line in (REPO / "labkit" / "data" / name / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
-    golds = [record for record in golds if record.get("gold_sql")]
+    golds = _gold_records()
     assert len(golds) > 50
     flagged = {r["id"]: unasked_values(r["gold_sql"], r["question"]) for r in golds}
     assert {key: found for key, found in flagged.items() if found} == {}
@@ -325,9 +330,7 @@ def test_the_check_writes_the_count_of_orders_itself_when_the_query_counts_once(
 def test_no_labelled_questions_gold_sql_counts_item_rows_for_orders():
     from labkit.agent.sql.hints import miscounted_orders
 
-    golds = [json.loads(line) for name in ("shop", "supervisor")
-             for line in (REPO / "labkit" / "data" / name / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
-    golds = [record for record in golds if record.get("gold_sql")]
+    golds = _gold_records()
     assert len(golds) > 50 and any("order_items" in r["gold_sql"] and "заказ" in r["question"] for r in golds)
     assert {r["id"]: r["gold_sql"] for r in golds if miscounted_orders(r["gold_sql"], r["question"])} == {}
 
