@@ -175,7 +175,8 @@ def test_students_are_the_folders_with_unique_file_names(tmp_path):
 def test_each_exercise_is_graded_with_its_starters_parameters():
     setups = {setup.exercise.key: setup for setup in exercise_setups()}
     assert set(setups) == {"07", "08", "09", "18", "21"}
-    assert setups["21"].parameters["N_QUESTIONS"] == 2 and setups["21"].timeout == 900
+    assert setups["21"].parameters["N_QUESTIONS"] == 1 and setups["21"].timeout == 900  # grading_parameters over CI's 2
+    assert setups["09"].parameters["STRETCH_QUESTIONS"] == 1  # the stretch task no case scores, over CI's 3
     assert setups["07"].parameters["TOP_K"] == 3 and setups["07"].timeout == 600
     assert setups["08"].parameters["EXTRA_MODEL"] is None  # the stack's own model without tools
     assert setups["08"].parameters["N_QUESTIONS"] == 3 and setups["08"].timeout == 1200  # ci_parameters, metadata

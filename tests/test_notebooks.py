@@ -50,11 +50,11 @@ def test_notebook_is_committed_clean(path: Path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_run_parameters_name_variables_of_the_parameters_cell(path: Path):
-    """A misspelt key in ``ci_parameters`` or ``foreign_parameters`` would silently run the full size."""
+    """A misspelt key in ``ci_parameters``, ``foreign_parameters`` or ``grading_parameters`` would silently run the full size."""
     nb = nbformat.read(path, as_version=4)
     assigned = set(parameters_cell_values(nb))
     meta = nb.metadata.get("labkit", {})
-    for key in ("ci_parameters", "foreign_parameters"):
+    for key in ("ci_parameters", "foreign_parameters", "grading_parameters"):
         unknown = set(meta.get(key, {})) - assigned
         assert not unknown, f"{_id(path)}: {key} sets {sorted(unknown)}, which the parameters cell does not assign"
 

@@ -138,18 +138,20 @@ def parameters_cell_values(nb: nbformat.NotebookNode) -> dict[str, Any]:
 
 
 def _parameters(path: Path) -> tuple[dict[str, Any], float]:
-    """The literal values of a notebook's `parameters` cell, with its CI values over them, and its time limit."""
+    """The literal values of a notebook's `parameters` cell, with its CI values over them, then its grading values
+    (``grading_parameters``: sizes no case needs in full, shrunk for a class), and its time limit."""
     import nbformat  # here, not at the top: its schema validator takes a second to import, which every `labkit` command would pay
 
     nb = nbformat.read(path, as_version=4)
     parameters = parameters_cell_values(nb)
     meta = dict(nb.metadata.get("labkit", {}))
     parameters.update(meta.get("ci_parameters", {}))  # the small knobs CI uses keep a class's run short too
+    parameters.update(meta.get("grading_parameters", {}))  # e.g. 09's stretch questions, which no case scores
     return parameters, float(meta.get("timeout", DEFAULT_TIMEOUT))
 
 
 def starter_parameters(notebook: str, reference: Path = REFERENCE) -> tuple[dict[str, Any], float]:
-    """The parameters (CI values over them) and time limit of the starter notebook `notebook` under `reference`."""
+    """The parameters (CI, then grading values over them) and time limit of the starter notebook `notebook` under `reference`."""
     path = reference / notebook
     if not path.is_file():
         raise LabError(f"the starter {path} is missing: grading takes each exercise's parameters from it")
