@@ -5,16 +5,14 @@ from __future__ import annotations
 import datetime
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from labkit.agent.sql.answer import format_rows, format_value
 from labkit.agent.sql.check import SqlRefused, check_select, extract_sql, words
 from labkit.core.corpus import DataError
-from labkit.evaluation.sql_accuracy import load_sql_questions, same_result, same_value
-
-REPO = Path(__file__).resolve().parents[1]
+from labkit.evaluation.sql_accuracy import SqlQuestion, load_sql_questions, same_result, same_value
+from labkit.evaluation.supervisor_questions import SupervisorQuestion, load_supervisor_questions
 
 # --- what the model wrote ------------------------------------------------------------------------------
 
@@ -267,19 +265,17 @@ def test_a_condition_the_question_never_asked_for_is_found(query, question, expe
     assert unasked_values(query, question) == expected
 
 
-def _gold_records() -> list[dict]:
-    """Every labelled question of the shop's and the supervisor's sets that has a gold query."""
-    records = [json.loads(line) for name in ("shop", "supervisor")
-               for line in (REPO / "labkit" / "data" / name / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
-    return [record for record in records if record.get("gold_sql")]
+def _gold_questions() -> list[SqlQuestion | SupervisorQuestion]:
+    """Every labelled question of the shop's and the supervisor's sets that has a gold query (their own loaders)."""
+    return [q for q in [*load_sql_questions(), *load_supervisor_questions()] if q.gold_sql]
 
 
 def test_no_labelled_questions_gold_sql_has_a_condition_the_question_never_asked_for():
     from labkit.agent.sql.hints import unasked_values
 
-    golds = _gold_records()
+    golds = _gold_questions()
     assert len(golds) > 50
-    flagged = {r["id"]: unasked_values(r["gold_sql"], r["question"]) for r in golds}
+    flagged = {q.id: unasked_values(q.gold_sql, q.question) for q in golds}
     assert {key: found for key, found in flagged.items() if found} == {}
 
 
@@ -330,9 +326,9 @@ def test_the_check_writes_the_count_of_orders_itself_when_the_query_counts_once(
 def test_no_labelled_questions_gold_sql_counts_item_rows_for_orders():
     from labkit.agent.sql.hints import miscounted_orders
 
-    golds = _gold_records()
-    assert len(golds) > 50 and any("order_items" in r["gold_sql"] and "заказ" in r["question"] for r in golds)
-    assert {r["id"]: r["gold_sql"] for r in golds if miscounted_orders(r["gold_sql"], r["question"])} == {}
+    golds = _gold_questions()
+    assert len(golds) > 50 and any("order_items" in q.gold_sql and "заказ" in q.question for q in golds)
+    assert {q.id: q.gold_sql for q in golds if miscounted_orders(q.gold_sql, q.question)} == {}
 
 
 @pytest.mark.parametrize(
