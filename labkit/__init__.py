@@ -68,7 +68,7 @@ from labkit.core.chunking import (
 )
 from labkit.core.context import Lab, LoadReport
 from labkit.core.corpora import CORPORA, DEFAULT_CORPUS, corpus_named, load_corpus, load_queries
-from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_CONTEXTS, KB_DOCUMENTS, KB_QUERIES
+from labkit.core.corpora.kb import KB, KB_CHUNKING, KB_CONTEXTS, KB_DOCUMENTS, KB_FINE, KB_FINE_CHUNKING, KB_QUERIES
 from labkit.core.corpora.news import (
     COMPANIES,
     CORPUS_PATH,
@@ -246,6 +246,7 @@ from labkit.retrieval.branches.expanded import (
     sync_expanded_vectors,
 )
 from labkit.retrieval.branches.fielded import FIELDED_VECTORS, fielded_params, search_fielded
+from labkit.retrieval.branches.finer import finer_lab, search_finer
 from labkit.retrieval.branches.latent import (
     LatentUnavailable,
     encode_latent,
@@ -279,6 +280,7 @@ from labkit.retrieval.modes import (
     DEFAULT_PRF,
     HYBRID_CODES,
     HYBRID_CODES_ALIASES,
+    HYBRID_CODES_ALIASES_FINER,
     HYBRID_CONTEXTUAL,
     KB_MODES,
     MODE_INFO,
@@ -340,7 +342,7 @@ __all__ = [
     "Settings", "get_settings", "lab_home", "normalize_host", "NO_TOOLS_MODEL", "LabError", "StackError",
     "up", "down", "status", "ensure_stack", "Lab", "setup", "open_lab", "ModelMissing", "check_models",
     # data: corpora as values, the news corpus' codes and files
-    "Corpus", "Field", "CORPORA", "DEFAULT_CORPUS", "NEWS", "corpus_named", "KB", "KB_DOCUMENTS", "KB_CHUNKING",
+    "Corpus", "Field", "CORPORA", "DEFAULT_CORPUS", "NEWS", "corpus_named", "KB", "KB_DOCUMENTS", "KB_CHUNKING", "KB_FINE", "KB_FINE_CHUNKING",
     "Chunk", "ChunkSpec", "chunked", "fixed_chunks", "sentence_chunks", "heading_chunks", "span_overlap", "collapse",
     "document_hits", "coverage_sweep", "answer_spans",
     "COMPANIES", "TONES", "TOPICS", "TOPIC_NAMES", "TOPIC_GLOSSES", "TOPIC_IPTC", "TOPIC_RUBRICS", "TONE_NAMES", "DATA_DIR", "CORPUS_PATH", "QUERIES_PATH", "HELDOUT_PATH",
@@ -378,8 +380,9 @@ __all__ = [
     "HYBRID_CONTEXTUAL",
     # the knowledge base's codes, abbreviations and filters (16_kb_codes)
     "CODE_KEYS_FUNCTION", "CODE_KEYS_DDL", "CODE_PATTERN", "code_keys", "codes_sql", "ensure_code_index", "search_codes",
+    "finer_lab", "search_finer",
     "CorpusNeed", "parents", "document_hits", "ITERATIVE_SCAN", "Aliases", "aliases_table", "ensure_aliases", "expand_aliases", "mine_aliases", "synonym_file_problem", "synonym_sample",
-    "Filters", "query_filters", "ALIASED_BM25", "HYBRID_CODES", "HYBRID_CODES_ALIASES", "KB_MODES", "all_modes",
+    "Filters", "query_filters", "ALIASED_BM25", "HYBRID_CODES", "HYBRID_CODES_ALIASES", "HYBRID_CODES_ALIASES_FINER", "KB_MODES", "all_modes",
     "modes_for", "mode_misfit", "CopyReport", "ScanResult", "copy_vectors", "filtered_scan",
     # evaluation, tuning, timing
     "METRICS", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "metric_value", "mean_metric",

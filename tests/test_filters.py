@@ -108,7 +108,8 @@ def test_modes_say_which_corpora_they_fit():
     assert set(lk.available_modes()) <= set(lk.SEARCH_MODES)
     for name in lk.KB_MODES:
         assert lk.mode_misfit(name, lk.NEWS) in {"the corpus 'news' has no text field 'codes' (article codes)",
-                                                 "the corpus 'news' is not a corpus of chunks"}
+                                                 "the corpus 'news' is not a corpus of chunks",
+                                                 "the corpus 'news' has no finer cut"}
         assert lk.mode_misfit(name, KB) is None
     assert lk.mode_misfit("vector", lk.NEWS) is None and lk.mode_misfit("no such mode") is None
     assert lk.KB_MODES["hybrid_codes_aliases"].corpus_needs == (lk.BRANCHES["codes"].corpus_needs[0],)

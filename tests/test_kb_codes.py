@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -94,13 +95,40 @@ def test_any_string_through_the_knowledge_base_modes_and_a_filter(kb):
     strings = EDGE_CASES + rng.sample(short, 40) + ["7748-К", "ИП Иванов", "ЗоЗПП ст. 25"]
     lk.cached_embeddings(kb, [lk.embeddable(s) for s in strings if lk.embeddable(s).strip()], "query")
     filtered = lk.HYBRID_CODES_ALIASES.where(lk.Filters.of(type="manual"))
+    finer_filtered = lk.HYBRID_CODES_ALIASES_FINER.where(lk.Filters.of(type="manual"))
     for text in strings:
-        for name, mode in [*lk.KB_MODES.items(), ("filtered", filtered)]:
+        for name, mode in [*lk.KB_MODES.items(), ("filtered", filtered), ("finer, filtered", finer_filtered)]:
             try:
                 hits = mode(kb, text, 5)
             except Exception as exc:  # noqa: BLE001
                 pytest.fail(f"{name} raised {type(exc).__name__}: {exc} on {text[:80]!r}")
             assert len(hits) <= 5
+
+
+def test_the_finer_branch_ranks_the_labs_own_chunks_by_their_best_finer_piece(kb):
+    query = "наушники не видят второй наушник"
+    hits = lk.search_finer(kb, query, 8)
+    chunks = {row[0]: row[1:] for row in kb.conn.execute("SELECT id, doc, span_start, span_end FROM kb_chunks")}
+    assert len(hits) == 8 and len({hit.doc_id for hit in hits}) == 8 and {hit.doc_id for hit in hits} <= set(chunks)
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+    fine = lk.finer_lab(kb)  # the finer cut: its own table of pieces, its own vectors
+    assert fine.corpus is lk.KB_FINE and fine.loaded is not None and fine.loaded.table != kb.loaded.table
+    top = lk.search_vector(fine, query, 1)[0]  # the best piece overall gives the first chunk its score
+    doc, start, end = kb.conn.execute("SELECT doc, span_start, span_end FROM kb_fine_chunks WHERE id = %s",
+                                      (top.doc_id,)).fetchone()
+    first = chunks[hits[0].doc_id]
+    assert abs(top.score - hits[0].score) < 1e-6 and first[0] == doc and min(first[2], end) > max(first[1], start)
+    allowed = [hit.doc_id for hit in hits[5:]] + [min(chunks)]  # the returns policy: far below, as every piece is read
+    within = lk.search_finer(kb, query, 10, within=allowed)
+    assert {hit.doc_id for hit in within} == set(allowed)
+    assert lk.search_finer(kb, "   ", 5) == [] and lk.search_finer(kb, query, 5, within=[]) == []
+
+
+def test_only_a_corpus_with_a_finer_cut_gets_the_finer_branch():
+    assert lk.mode_misfit("finer", lk.KB) is None and "finer" in lk.mode_misfit("finer", lk.NEWS)
+    assert "hybrid_codes_aliases_finer" in lk.modes_for(lk.KB) and "hybrid_codes_aliases_finer" not in lk.modes_for(lk.NEWS)
+    with pytest.raises(ValueError, match="finer cut"):
+        dataclasses.replace(lk.KB, finer=lk.KB_DOCUMENTS)  # whole documents are no cut of chunks
 
 
 def test_abbreviations_are_mined_from_the_documents():

@@ -5,9 +5,9 @@
 For the maintainers, after the knowledge base, its chunking or its context lines change. In a
 fresh database of the lab's server (made for the run and dropped after it, so the texts are a fresh
 clone's, whatever the ``lab`` database has gathered) every passage the KB track embeds is collected:
-the chunks (``KB``), the whole documents and their first tokens (15_kb_chunking), the chunks without
-their heading (the sweep's bare cut) and every derived text a KB mode embeds (the contextual and the
-fielded texts). Each is embedded afresh by the lab's model server, the cache bypassed, and written
+the chunks (``KB``) and its finer cut (``KB.finer``), the whole documents and their first tokens
+(15_kb_chunking), the chunks without their heading (the sweep's bare cut) and every derived text a KB
+mode embeds (the contextual and the fielded texts). Each is embedded afresh by the lab's model server, the cache bypassed, and written
 with the model's name and the digest of its weights to ``labkit/data/kb/vectors.npz``
 (``labkit.store.shipped``). Refused when the server lists no digest for the embedding model: such
 vectors could never be matched to their weights. A file that cannot be read stops the run with its
@@ -79,12 +79,13 @@ def kb_passages(lab: Lab) -> list[str]:
     if count is None:
         raise LabError(f"no tokenizer of {lab.embed_model} in this process: the first tokens of the documents cannot be cut")
     heads = head_texts({doc.id: doc.text for doc in docs}, token_limit(lab.embed_model) or E5_TOKEN_LIMIT, count)
-    for corpus in (KB, KB_DOCUMENTS, bare):
+    cuts = (KB, KB_DOCUMENTS, bare, *([KB.finer] if KB.finer is not None else []))
+    for corpus in cuts:
         ensure_corpus(lab, corpus)
     ensure_contexts(lab, generate=False)
     for mode in available_modes(lab).values():  # every derived text a mode embeds gets its table
         mode(lab, "возврат товара", 1)
-    texts = [doc.text for corpus in (KB, KB_DOCUMENTS, bare) for doc in corpus.documents()]
+    texts = [doc.text for corpus in cuts for doc in corpus.documents()]
     return list(dict.fromkeys(texts + list(heads.values()) + _derived_texts(lab)))
 
 

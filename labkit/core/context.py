@@ -55,6 +55,8 @@ class Lab:
     loaded: LoadReport | None = None  # what loading the corpus did, when setup loaded it
     query_vectors: OrderedDict[tuple[str, bytes], np.ndarray] = field(default_factory=OrderedDict, repr=False)
     shipped: dict[bytes, np.ndarray] | None = field(default=None, repr=False)  # labkit.store.shipped.shipped_for, once
+    # other corpora this lab loaded on the way (a corpus' finer cut, labkit.retrieval.branches.finer), by table
+    side_loads: dict[str, LoadReport] = field(default_factory=dict, repr=False)
 
     @property
     def embed_model(self) -> str:

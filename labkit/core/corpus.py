@@ -137,6 +137,9 @@ class Corpus:
     # holds the document a unit belongs to; search ranks units, evaluation collapses them to their documents.
     units: Callable[[dict[str, Any], str], list[dict[str, Any]]] | None = None
     parent: str | None = None
+    # A corpus of chunks may have a second, finer cut of the same documents (a corpus of chunks of its own), which the
+    # `finer` branch searches by its vectors and maps back onto this corpus' chunks (16_kb_codes).
+    finer: Corpus | None = None
     record: type[Any] = dataclasses.field(init=False, repr=False)  # the NamedTuple class of one document
 
     def __post_init__(self) -> None:
@@ -149,6 +152,9 @@ class Corpus:
         if (self.units is None) != (self.parent is None) or (
                 self.parent is not None and (self.parent not in names or self.field(self.parent).sql_type != "integer")):
             raise ValueError(f"{self.name}: units and parent go together, and parent must name an integer field")
+        if self.finer is not None and (self.parent is None or self.finer.parent is None or self.finer.table == self.table
+                                       or self.finer.source != self.source):
+            raise ValueError(f"{self.name}: a finer cut is another corpus of chunks of the same source file")
         unknown = [n for n in (*self.fielded, *self.lexicon) if n not in names]
         if unknown or any(self.field(n).sql_type != "text" for n in self.lexicon):
             raise ValueError(f"{self.name}: fielded and lexicon must name fields (lexicon: text ones), got {unknown}")

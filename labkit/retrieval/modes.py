@@ -47,7 +47,7 @@ __all__ = ["HYBRID", "HYBRID_BM25", "DEFAULT_FUSION", "HYBRID_EXPANDED", "HYBRID
            "COVERAGE_DEPTH", "SEARCH_MODES", "search_hybrid_bm25", "search_hybrid_latent", "search_hybrid_expanded",
            "search_hybrid_prf", "corrected", "covered", "judged", "ModeInfo", "MODE_INFO", "mode_name", "modes_taught",
            "mode_needs", "mode_problem", "available_modes", "unavailable_modes", "skipped_note", "ALIASED_BM25",
-           "HYBRID_CODES", "HYBRID_CODES_ALIASES", "KB_MODES", "all_modes", "modes_for", "mode_misfit"]
+           "HYBRID_CODES", "HYBRID_CODES_ALIASES", "HYBRID_CODES_ALIASES_FINER", "KB_MODES", "all_modes", "modes_for", "mode_misfit"]
 
 # --- the tuned values, each with how it was tuned --------------------------------------------------------
 
@@ -151,8 +151,12 @@ KB_MODES: dict[str, Pipeline] = {
     "codes": Pipeline.of("codes"),
     "hybrid_codes": Pipeline.of(HYBRID_CODES),
     "hybrid_codes_aliases": Pipeline.of({"vector": 1.0, ALIASED_BM25: 1.0, "codes": 1.0}),
+    # the finer cut's vectors alone, and as a fourth branch of the last (the cut chosen on tune: labkit/core/corpora/kb.py)
+    "finer": Pipeline.of("finer"),
+    "hybrid_codes_aliases_finer": Pipeline.of({"vector": 1.0, "finer": 1.0, ALIASED_BM25: 1.0, "codes": 1.0}),
 }
 HYBRID_CODES_ALIASES = KB_MODES["hybrid_codes_aliases"]
+HYBRID_CODES_ALIASES_FINER = KB_MODES["hybrid_codes_aliases_finer"]
 # a re-ranked mode every machine can run (17_kb_rerank): the first ten chunks reordered by the query words they hold;
 # the chat-model judge (``judged``) is the lesson's other second stage, left out of the tables: ~4 s per pair on 2 cores
 KB_MODES["hybrid_codes_aliases_covered"] = covered(HYBRID_CODES_ALIASES, 10, corpus_text)
@@ -210,6 +214,12 @@ MODE_INFO: dict[str, ModeInfo] = {
     "hybrid_codes": ModeInfo("гибрид с артикулами", "вектор, BM25 и артикулы, слитые RRF", "16_kb_codes"),
     "hybrid_codes_aliases": ModeInfo("гибрид с артикулами и сокращениями", "то же, и BM25 ищет по запросу с "
                                      "раскрытыми сокращениями", "16_kb_codes"),
+    "finer": ModeInfo("мелкий разрез", "вектор по кускам мелкого разреза по заголовкам; найденный кусок засчитан "
+                      "фрагменту основного разреза, с которым он больше всего перекрывается", "16_kb_codes"),
+    "hybrid_codes_aliases_finer": ModeInfo("артикулы, сокращения и мелкие разделы", "«гибрид с артикулами и "
+                                           "сокращениями» и четвёртая ветка: векторы мелкого разреза по заголовкам, "
+                                           "каждый найденный кусок засчитан фрагменту, с которым он больше всего "
+                                           "перекрывается", "16_kb_codes"),
     "hybrid_codes_aliases_covered": ModeInfo("артикулы и сокращения + покрытие", "«гибрид с артикулами и сокращениями», "
                                              "и первые десять фрагментов переставлены по числу слов запроса в них",
                                              "17_kb_rerank"),

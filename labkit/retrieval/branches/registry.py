@@ -28,6 +28,7 @@ from labkit.retrieval.branches.codes import codes_problem, search_codes
 from labkit.retrieval.branches.contextual import search_contextual, search_contextual_lexical
 from labkit.retrieval.branches.expanded import expansion_missing, search_expanded, search_expanded_lexical
 from labkit.retrieval.branches.fielded import search_fielded
+from labkit.retrieval.branches.finer import finer_problem, search_finer
 from labkit.retrieval.branches.latent import latent_problem, search_latent
 from labkit.retrieval.branches.lexical import search_lexical
 from labkit.retrieval.branches.needs import (
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from labkit.core.ranking import Hit
     from labkit.retrieval.fusion import SearchMode
 
-__all__ = ["Need", "IN_PROCESS_E5", "Missing", "Stored", "EXPANSION", "CorpusNeed", "CODES", "CHUNKS", "Branch",
+__all__ = ["Need", "IN_PROCESS_E5", "Missing", "Stored", "EXPANSION", "CorpusNeed", "CODES", "FINER", "CHUNKS", "Branch",
            "BRANCHES", "QUERY_EMBEDDING", "first_problem", "first_missing", "first_misfit"]
 
 
@@ -56,6 +57,7 @@ EXPANSION = Stored(expansion_missing, "вопросы чат-модели")
 
 
 CODES = CorpusNeed(codes_problem, "нужно поле артикулов `codes` (оно есть только в базе знаний)")
+FINER = CorpusNeed(finer_problem, "нужен второй, более мелкий разрез тех же документов (он есть только у базы знаний)")
 
 
 def _chunks_problem(corpus: Corpus) -> str | None:
@@ -124,8 +126,10 @@ BRANCHES: dict[str, Branch] = {branch.name: branch for branch in (
     Branch("contextual_lexical", search_contextual_lexical, corpus_needs=(CHUNKS,)),  # ts_rank_cd over chunk + context line
     # the article codes, law articles and model names of the text and of the field `codes`, as whole keys (16_kb_codes)
     Branch("codes", search_codes, filterable=True, corpus_needs=(CODES,)),
+    # the finer cut's vectors, each hit counted for the lab's chunk that overlaps it most (16_kb_codes)
+    Branch("finer", search_finer, filterable=True, corpus_needs=(FINER,)),
 )}
 """The single-signal rankings a pipeline can fuse, by name."""
 
-QUERY_EMBEDDING = frozenset({"vector", "expanded", "fielded", "prf"})
+QUERY_EMBEDDING = frozenset({"vector", "expanded", "fielded", "prf", "finer"})
 """The branches that embed the query on the model server (once per query: the embedding is cached in Postgres)."""
