@@ -1,4 +1,4 @@
-"""A finer cut's vectors, each hit counted for the lab's chunk that holds it (taught in 16_kb_codes).
+"""A finer cut's vectors, each hit counted for the lab's chunk that overlaps it most (taught in 16_kb_codes).
 
 e5 turns a chunk into one point. A window of 200 tokens (the knowledge base's cut, ``KB_CHUNKING``)
 often holds the end of one section and the start of the next, or several answers of an FAQ, and its
