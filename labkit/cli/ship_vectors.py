@@ -7,11 +7,11 @@ fresh database of the lab's server (made for the run and dropped after it, so th
 clone's, whatever the ``lab`` database has gathered) every passage the KB track embeds is collected:
 the chunks (``KB``) and its finer cut (``KB.finer``), the whole documents and their first tokens
 (15_kb_chunking), the chunks without their heading (the sweep's bare cut) and every derived text a KB
-mode embeds (the contextual and the fielded texts). Each is embedded afresh by the lab's model server, the cache bypassed, and written
-with the model's name and the digest of its weights to ``labkit/data/kb/vectors.npz``
-(``labkit.store.shipped``). Refused when the server lists no digest for the embedding model: such
-vectors could never be matched to their weights. A file that cannot be read stops the run with its
-name: delete it and run again.
+mode embeds (the contextual and the fielded texts). Each is embedded afresh by the lab's model server,
+the cache bypassed, and written with the model's name and the digest of its weights to
+``labkit/data/kb/vectors.npz`` (``labkit.store.shipped``). Refused when the server lists no digest for
+the embedding model: such vectors could never be matched to their weights. A file that cannot be read
+stops the run with its name: delete it and run again.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from psycopg import sql
 
 from labkit.core.corpus import Corpus
 from labkit.core.ranking import Hit
-from labkit.retrieval.branches.vector import embeddable
+from labkit.retrieval.branches.vector import embeddable, vector_sql
 from labkit.store.embedcache import cached_query_embedding
 from labkit.store.loading import ensure_corpus
 
@@ -36,13 +36,9 @@ __all__ = ["FANOUT", "finer_problem", "finer_lab", "search_finer"]
 
 FANOUT = 4  # finer pieces read per chunk asked for: several pieces of one chunk count once
 
+# {pieces}: the vector branch's own statement (``vector_sql``) over the finer cut's vectors, %(limit)s pieces
 _SEARCH = """
-WITH pieces AS (
-    SELECT v.id, v.embedding <=> %(embedding)s AS distance
-    FROM {vectors} AS v
-    ORDER BY v.embedding <=> %(embedding)s
-    LIMIT %(fanout)s
-)
+WITH pieces AS ({pieces})
 SELECT chunk.id, min(p.distance) AS distance
 FROM pieces AS p
 JOIN {fine} AS f ON f.id = p.id
@@ -55,7 +51,7 @@ CROSS JOIN LATERAL (
 {where}
 GROUP BY chunk.id
 ORDER BY distance, chunk.id
-LIMIT %(limit)s
+LIMIT %(top_k)s
 """
 
 
@@ -88,10 +84,10 @@ def search_finer(lab: Lab, query: str, top_k: int = 10, *, within: Sequence[int]
     assert fine.loaded is not None  # finer_lab loads it
     embedding = cached_query_embedding(lab, query)
     statement = sql.SQL(_SEARCH).format(
-        vectors=sql.Identifier(fine.loaded.table), fine=sql.Identifier(fine.corpus.table),
+        pieces=vector_sql(fine.loaded.table), fine=sql.Identifier(fine.corpus.table),
         chunks=sql.Identifier(lab.corpus.table), parent=sql.Identifier(str(lab.corpus.parent)),
         where=sql.SQL("WHERE chunk.id = ANY(%(within)s)" if within is not None else ""))
-    fanout = FANOUT * top_k if within is None else None  # LIMIT NULL: every piece
-    rows = lab.conn.execute(statement, {"embedding": embedding, "fanout": fanout, "limit": top_k,
+    pieces = FANOUT * top_k if within is None else None  # LIMIT NULL: every piece
+    rows = lab.conn.execute(statement, {"embedding": embedding, "limit": pieces, "top_k": top_k,
                                         "within": None if within is None else list(within)}).fetchall()
     return [Hit(chunk, 1.0 - distance) for chunk, distance in rows]
