@@ -220,3 +220,21 @@ def test_the_labelled_queries_heads_are_shipped(lab):
         for query in queries:
             lk.judged(lk.SEARCH_MODES["hybrid"], 10, model)(lab, query, 10)
     assert SCORE_STATS.computed == before
+
+
+@pytest.mark.services
+def test_the_shipped_knowledge_base_scores_cover_the_heads_lesson_17_and_the_capstone_judge(settings):
+    """17_kb_rerank and 30_capstone judge the best KB mode's first ten chunks on every report query: a fresh clone
+    must find each pair's score in the file, or those notebooks ask the model for seconds per pair."""
+    shipped = load_shipped_scores(lk.KB_SHIPPED_SCORES)
+    with lk.open_lab(settings, corpus=lk.KB) as kb:
+        statement, params = corpus_text(kb)
+        texts = {int(i): str(t) for i, t in kb.conn.execute(statement, params)}
+        missing = []
+        for query in lk.load_queries(lk.KB.retrieval, split="report"):
+            for chunk in lk.ids(lk.HYBRID_CODES_ALIASES_FINER(kb, query.query, 50))[:10]:
+                key = ScoreKey(kb.chat_model, PROMPT_MD5, text_md5(query.query), text_md5(texts[chunk]))
+                if key not in shipped:
+                    missing.append((query.query, chunk))
+    assert not missing, f"{len(missing)} pairs without a shipped score, e.g. {missing[:3]}: fill the cache and run " \
+                        "write_shipped_scores (labkit.retrieval.rerankers.judge)"

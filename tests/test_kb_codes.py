@@ -11,8 +11,10 @@ from psycopg import sql
 from test_fuzz import EDGE_CASES, STRINGS
 
 import labkit as lk
+from labkit.agent.supervisor.documents import SEARCH, TOP_CHUNKS
 from labkit.cli import main as cli_main
 from labkit.core.corpora.kb import KB
+from labkit.evaluation.supervisor_questions import load_supervisor_questions
 from labkit.retrieval.branches.codes import code_index_name
 from labkit.retrieval.branches.vector import vector_sql
 from labkit.store.vectors import lab_vector_table
@@ -240,3 +242,21 @@ def test_eval_on_the_knowledge_base_runs_its_modes_and_the_news_refuses_them(cap
     with pytest.raises(SystemExit):
         cli_main(["eval", "--modes", "vector,codes"])
     assert "cannot search the corpus news" in capsys.readouterr().err
+
+
+def test_the_document_agent_searches_with_the_mode_that_serves_its_own_tune_questions_best(kb):
+    """Lesson 16 and ``documents.SEARCH`` say why the agent keeps hybrid_codes_aliases: on the supervisor's tune
+    questions for documents, its three chunks reach a needed document at least as often as the finer mode's."""
+    questions = [q for q in load_supervisor_questions(split="tune") if q.kind in ("documents", "both") and q.relevant]
+    assert len(questions) >= 10
+
+    def reached(mode):
+        hits = 0
+        for question in questions:
+            head = lk.ids(mode(kb, question.question, TOP_CHUNKS))
+            parent = lk.parents(kb, head)
+            hits += any(parent[chunk] in question.relevant for chunk in head)
+        return hits
+
+    assert SEARCH is lk.HYBRID_CODES_ALIASES
+    assert reached(SEARCH) >= reached(lk.HYBRID_CODES_ALIASES_FINER)

@@ -26,7 +26,7 @@ _CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 
 def test_every_mode_has_one_russian_name_what_it_does_and_its_lesson():
     assert list(lk.MODE_INFO) == list(lk.all_modes())
-    assert lk.modes_taught("30_capstone", lk.KB)[-1] == "hybrid_codes_aliases_covered"
+    assert lk.modes_taught("30_capstone", lk.KB)[-1] == "hybrid_codes_aliases_finer_covered"
     names = [info.name for info in lk.MODE_INFO.values()]
     assert len(set(names)) == len(names), names
     stems = {path.stem for path in LESSONS}

@@ -18,7 +18,7 @@ from labkit.evaluation.chunk_sweep import sweep_corpus
 from labkit.services.modelserver.registry import MODELS, e5_digest
 from labkit.services.pgembedded import free_port
 from labkit.services.setup import describe
-from labkit.store.shipped import read_shipped, served_digest, shipped_for, text_key, write_shipped
+from labkit.store.shipped import kept_vectors, read_shipped, served_digest, shipped_for, text_key, write_shipped
 
 E5 = "multilingual-e5-small:q4"
 
@@ -57,6 +57,22 @@ def test_a_written_file_reads_back_and_a_foreign_file_is_refused(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(DataError, match="junk.npz"):
         read_shipped(tmp_path / "junk.npz")
+
+
+def test_a_rewrite_keeps_the_vectors_the_file_holds_byte_for_byte_and_drops_texts_no_longer_used(tmp_path):
+    path = tmp_path / "v.npz"
+    old = {"a": np.array([0.1, 0.2], dtype=np.float32), "b": np.array([0.3, 0.4], dtype=np.float32)}
+    write_shipped(path, "m:1", "ab" * 32, list(old), list(old.values()))
+    texts = ["b", "c"]  # "a" is no longer collected, "c" is new
+    kept = kept_vectors(path, "m:1", "ab" * 32, texts)
+    assert set(kept) == {text_key("b")}
+    assert kept_vectors(path, "m:1", "cd" * 32, texts) == {}, "other weights: nothing is kept"
+    assert kept_vectors(path, "m:2", "ab" * 32, texts) == {}, "another model: nothing is kept"
+    assert kept_vectors(tmp_path / "none.npz", "m:1", "ab" * 32, texts) == {}
+    assert write_shipped(path, "m:1", "ab" * 32, ["c"], [np.array([0.5, 0.6])], kept) == 2
+    back = read_shipped(path).vectors
+    assert set(back) == {text_key("b"), text_key("c")}
+    assert back[text_key("b")].tobytes() == old["b"].tobytes()
 
 
 class ListsOtherWeights:

@@ -1,17 +1,20 @@
 """``ship-vectors``: the embedded stack's vectors of the knowledge base's passage texts, written to the course's file.
 
-    ./run.sh ship-vectors [--json]
+    ./run.sh ship-vectors [--afresh] [--json]
 
 For the maintainers, after the knowledge base, its chunking or its context lines change. In a
 fresh database of the lab's server (made for the run and dropped after it, so the texts are a fresh
 clone's, whatever the ``lab`` database has gathered) every passage the KB track embeds is collected:
 the chunks (``KB``) and its finer cut (``KB.finer``), the whole documents and their first tokens
 (15_kb_chunking), the chunks without their heading (the sweep's bare cut) and every derived text a KB
-mode embeds (the contextual and the fielded texts). Each is embedded afresh by the lab's model server,
-the cache bypassed, and written with the model's name and the digest of its weights to
-``labkit/data/kb/vectors.npz`` (``labkit.store.shipped``). Refused when the server lists no digest for
-the embedding model: such vectors could never be matched to their weights. A file that cannot be read
-stops the run with its name: delete it and run again.
+mode embeds (the contextual and the fielded texts). A text the file already holds, by the same model with
+the same weights, keeps its vector byte for byte (``kept_vectors``: a fresh embedding of the same text moves
+by up to 0.002 in a coordinate and can flip near-ties); every other text is embedded by the lab's model
+server, the cache bypassed; texts no longer collected leave the file. `--afresh` embeds every text again.
+The file is written with the model's name and the digest of its weights to ``labkit/data/kb/vectors.npz``
+(``labkit.store.shipped``). Refused when the server lists no digest for the embedding model: such vectors
+could never be matched to their weights. A file that cannot be read stops the run with its name: delete it
+and run again.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from labkit.retrieval.modes import available_modes
 from labkit.services.setup import open_lab, setup
 from labkit.store.loading import ensure_corpus
 from labkit.store.scratch import scratch_database
-from labkit.store.shipped import served_digest, write_shipped
+from labkit.store.shipped import kept_vectors, read_shipped, served_digest, text_key, write_shipped
 
 if TYPE_CHECKING:
     from labkit.core.context import Lab
@@ -46,8 +49,10 @@ __all__ = ["register", "run", "kb_passages"]
 def register(sub: Any) -> None:
     """Add the ``ship-vectors`` command to the sub-parsers `sub`."""
     parser = sub.add_parser("ship-vectors", help="write the embedded stack's vectors of the knowledge base (maintainers)",
-                            description="Embed every passage text of the knowledge-base track afresh and write the "
-                                        f"vectors to {KB_VECTORS.relative_to(KB_VECTORS.parents[3])}.")
+                            description="Embed the passage texts of the knowledge-base track that the file lacks (all with "
+                                        f"--afresh) and write the vectors to {KB_VECTORS.relative_to(KB_VECTORS.parents[3])}.")
+    parser.add_argument("--afresh", action="store_true",
+                        help="embed every text again, also those whose vectors the file already holds")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=run)
 
@@ -93,7 +98,7 @@ FRESH_DATABASE = "labkit_ship_vectors"  # made for the run and dropped after it 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Embed the knowledge base's passages afresh and write them with the weights' digest."""
+    """Embed the knowledge base's passages the file lacks (every one with `--afresh`); write all with the weights' digest."""
     with setup(quiet=True, load=False, corpus=KB) as started:  # the stack up
         settings = started.settings
     with scratch_database(settings, FRESH_DATABASE) as fresh, open_lab(fresh, load=False, corpus=KB) as lab:
@@ -102,16 +107,22 @@ def run(args: argparse.Namespace) -> int:
             raise LabError(f"the model server at {lab.settings.ollama_host} lists no digest for {lab.embed_model}: "
                            "only vectors that name their weights are shipped")
         texts = kb_passages(lab)
+        before = set(read_shipped(KB_VECTORS).vectors) if KB_VECTORS.is_file() else set()
+        current = {text_key(text) for text in texts}
+        kept = {} if args.afresh else kept_vectors(KB_VECTORS, lab.embed_model, digest, texts)
+        new = [text for text in texts if text_key(text) not in kept]
         start = time.perf_counter()
-        vectors = embed_documents(lab.models, lab.embed_model, texts)
+        vectors = embed_documents(lab.models, lab.embed_model, new) if new else []
         seconds = time.perf_counter() - start
-        written = write_shipped(KB_VECTORS, lab.embed_model, digest, texts, vectors)
+        written = write_shipped(KB_VECTORS, lab.embed_model, digest, new, vectors, kept)
         size = KB_VECTORS.stat().st_size
-        report = {"model": lab.embed_model, "digest": digest, "texts": written, "seconds": round(seconds, 1),
+        report = {"model": lab.embed_model, "digest": digest, "texts": written, "kept": len(kept),
+                  "embedded": len(new), "dropped": len(before - current), "seconds": round(seconds, 1),
                   "file": str(KB_VECTORS), "bytes": size}
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
-        print(f"{written} passages embedded by {report['model']} ({digest[:12]}) in {seconds:.0f} s, "
-              f"written to {KB_VECTORS} ({size / 1e6:.1f} MB)")
+        print(f"{written} passages of {report['model']} ({digest[:12]}): {len(kept)} kept from the file, {len(new)} "
+              f"embedded in {seconds:.0f} s, {report['dropped']} no longer used dropped; written to {KB_VECTORS} "
+              f"({size / 1e6:.1f} MB)")
     return 0

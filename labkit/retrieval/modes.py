@@ -157,9 +157,11 @@ KB_MODES: dict[str, Pipeline] = {
 }
 HYBRID_CODES_ALIASES = KB_MODES["hybrid_codes_aliases"]
 HYBRID_CODES_ALIASES_FINER = KB_MODES["hybrid_codes_aliases_finer"]
-# a re-ranked mode every machine can run (17_kb_rerank): the first ten chunks reordered by the query words they hold;
-# the chat-model judge (``judged``) is the lesson's other second stage, left out of the tables: ~4 s per pair on 2 cores
+# re-ranked modes every machine can run (17_kb_rerank): the first ten chunks reordered by the query words they hold,
+# over each of the two best first stages; the chat-model judge (``judged``) is the lesson's other second stage, left
+# out of the tables: seconds per pair on 2 cores
 KB_MODES["hybrid_codes_aliases_covered"] = covered(HYBRID_CODES_ALIASES, 10, corpus_text)
+KB_MODES["hybrid_codes_aliases_finer_covered"] = covered(HYBRID_CODES_ALIASES_FINER, 10, corpus_text)
 
 
 # --- which modes fit which corpus (16_kb_codes) -----------------------------------------------------------
@@ -223,6 +225,9 @@ MODE_INFO: dict[str, ModeInfo] = {
     "hybrid_codes_aliases_covered": ModeInfo("артикулы и сокращения + покрытие", "«гибрид с артикулами и сокращениями», "
                                              "и первые десять фрагментов переставлены по числу слов запроса в них",
                                              "17_kb_rerank"),
+    "hybrid_codes_aliases_finer_covered": ModeInfo("мелкие разделы + покрытие", "«артикулы, сокращения и мелкие "
+                                                   "разделы», и первые десять фрагментов переставлены по числу слов "
+                                                   "запроса в них", "17_kb_rerank"),
 }
 _unnamed = sorted(set(all_modes()) ^ set(MODE_INFO))
 if _unnamed:  # a new mode needs its Russian name, its description and its lesson here

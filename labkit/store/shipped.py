@@ -32,8 +32,8 @@ from labkit.core.corpus import DataError
 if TYPE_CHECKING:
     from labkit.core.context import Lab
 
-__all__ = ["SHIPPED_FILES", "ShippedVectors", "text_key", "read_shipped", "write_shipped", "served_digest",
-           "shipped_for"]
+__all__ = ["SHIPPED_FILES", "ShippedVectors", "text_key", "read_shipped", "write_shipped", "kept_vectors",
+           "served_digest", "shipped_for"]
 
 SHIPPED_FILES: tuple[Path, ...] = (KB_VECTORS,)
 
@@ -69,13 +69,31 @@ def read_shipped(path: Path) -> ShippedVectors:
 
 
 def write_shipped(path: Path, model: str, digest: str, texts: Sequence[str],
-                  vectors: Sequence[np.ndarray] | Sequence[Sequence[float]]) -> int:
-    """Write the vectors of `texts` (in a stable order: by key) to `path`; return how many texts it holds."""
-    pairs = sorted({text_key(text): np.asarray(vector, dtype=np.float32) for text, vector in zip(texts, vectors)}.items())
+                  vectors: Sequence[np.ndarray] | Sequence[Sequence[float]],
+                  kept: Mapping[bytes, np.ndarray] | None = None) -> int:
+    """Write the vectors of `texts`, and the `kept` ones (by text key, from ``kept_vectors``), to `path` in a stable
+    order (by key); return how many texts it holds."""
+    fresh = {text_key(text): np.asarray(vector, dtype=np.float32) for text, vector in zip(texts, vectors)}
+    pairs = sorted({**(kept or {}), **fresh}.items())
     keys = np.frombuffer(b"".join(key for key, _ in pairs), dtype=np.uint8).reshape(-1, 32)  # bytes: "S32" drops trailing NULs
     np.savez_compressed(path, model=np.array(model), digest=np.array(digest), keys=keys,
                         vectors=np.vstack([vector for _, vector in pairs]))
     return len(pairs)
+
+
+def kept_vectors(path: Path, model: str, digest: str, texts: Sequence[str]) -> dict[bytes, np.ndarray]:
+    """The vectors `path` already holds for `texts`, when `model` with the weights `digest` made them; else {}.
+
+    How ``./run.sh ship-vectors`` keeps a shipped vector byte for byte: re-embedding the same text moves its
+    vector (the batch it shares, the CPU), and that can flip near-ties that tests and shipped scores rely on.
+    """
+    if not path.is_file():
+        return {}
+    shipped = read_shipped(path)
+    if (shipped.model, shipped.digest) != (model, digest):
+        return {}
+    keys = {text_key(text) for text in texts}
+    return {key: vector for key, vector in shipped.vectors.items() if key in keys}
 
 
 @functools.cache
