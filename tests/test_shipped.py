@@ -63,12 +63,13 @@ def test_a_rewrite_keeps_the_vectors_the_file_holds_byte_for_byte_and_drops_text
     path = tmp_path / "v.npz"
     old = {"a": np.array([0.1, 0.2], dtype=np.float32), "b": np.array([0.3, 0.4], dtype=np.float32)}
     write_shipped(path, "m:1", "ab" * 32, list(old), list(old.values()))
-    texts = ["b", "c"]  # "a" is no longer collected, "c" is new
-    kept = kept_vectors(path, "m:1", "ab" * 32, texts)
+    keys = {text_key("b"), text_key("c")}  # "a" is no longer collected, "c" is new
+    shipped = read_shipped(path)
+    kept = kept_vectors(shipped, "m:1", "ab" * 32, keys)
     assert set(kept) == {text_key("b")}
-    assert kept_vectors(path, "m:1", "cd" * 32, texts) == {}, "other weights: nothing is kept"
-    assert kept_vectors(path, "m:2", "ab" * 32, texts) == {}, "another model: nothing is kept"
-    assert kept_vectors(tmp_path / "none.npz", "m:1", "ab" * 32, texts) == {}
+    assert kept_vectors(shipped, "m:1", "cd" * 32, keys) == {}, "other weights: nothing is kept"
+    assert kept_vectors(shipped, "m:2", "ab" * 32, keys) == {}, "another model: nothing is kept"
+    assert kept_vectors(None, "m:1", "ab" * 32, keys) == {}, "no file: nothing is kept"
     assert write_shipped(path, "m:1", "ab" * 32, ["c"], [np.array([0.5, 0.6])], kept) == 2
     back = read_shipped(path).vectors
     assert set(back) == {text_key("b"), text_key("c")}

@@ -8,8 +8,9 @@ clone's, whatever the ``lab`` database has gathered) every passage the KB track 
 the chunks (``KB``) and its finer cut (``KB.finer``), the whole documents and their first tokens
 (15_kb_chunking), the chunks without their heading (the sweep's bare cut) and every derived text a KB
 mode embeds (the contextual and the fielded texts). A text the file already holds, by the same model with
-the same weights, keeps its vector byte for byte (``kept_vectors``: a fresh embedding of the same text moves
-by up to 0.002 in a coordinate and can flip near-ties); every other text is embedded by the lab's model
+the same weights, keeps its vector byte for byte (``kept_vectors``: embedded again in other batches on the same
+machine, a text's vector moved by up to 0.002 in a coordinate, enough to flip near-ties); every other text
+(all of them when the file's model or weights differ) is embedded by the lab's model
 server, the cache bypassed; texts no longer collected leave the file. `--afresh` embeds every text again.
 The file is written with the model's name and the digest of its weights to ``labkit/data/kb/vectors.npz``
 (``labkit.store.shipped``). Refused when the server lists no digest for the embedding model: such vectors
@@ -107,18 +108,19 @@ def run(args: argparse.Namespace) -> int:
             raise LabError(f"the model server at {lab.settings.ollama_host} lists no digest for {lab.embed_model}: "
                            "only vectors that name their weights are shipped")
         texts = kb_passages(lab)
-        before = set(read_shipped(KB_VECTORS).vectors) if KB_VECTORS.is_file() else set()
-        current = {text_key(text) for text in texts}
-        kept = {} if args.afresh else kept_vectors(KB_VECTORS, lab.embed_model, digest, texts)
-        new = [text for text in texts if text_key(text) not in kept]
+        keys = {text: text_key(text) for text in texts}
+        shipped = read_shipped(KB_VECTORS) if KB_VECTORS.is_file() else None
+        kept = {} if args.afresh else kept_vectors(shipped, lab.embed_model, digest, set(keys.values()))
+        new = [text for text in texts if keys[text] not in kept]
+        dropped = len(set(shipped.vectors) - set(keys.values())) if shipped is not None else 0
         start = time.perf_counter()
         vectors = embed_documents(lab.models, lab.embed_model, new) if new else []
         seconds = time.perf_counter() - start
         written = write_shipped(KB_VECTORS, lab.embed_model, digest, new, vectors, kept)
         size = KB_VECTORS.stat().st_size
         report = {"model": lab.embed_model, "digest": digest, "texts": written, "kept": len(kept),
-                  "embedded": len(new), "dropped": len(before - current), "seconds": round(seconds, 1),
-                  "file": str(KB_VECTORS), "bytes": size}
+                  "embedded": len(new), "dropped": dropped, "seconds": round(seconds, 1), "file": str(KB_VECTORS),
+                  "bytes": size}
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -81,18 +81,15 @@ def write_shipped(path: Path, model: str, digest: str, texts: Sequence[str],
     return len(pairs)
 
 
-def kept_vectors(path: Path, model: str, digest: str, texts: Sequence[str]) -> dict[bytes, np.ndarray]:
-    """The vectors `path` already holds for `texts`, when `model` with the weights `digest` made them; else {}.
+def kept_vectors(shipped: ShippedVectors | None, model: str, digest: str, keys: Set[bytes]) -> dict[bytes, np.ndarray]:
+    """The vectors `shipped` (a file read by ``read_shipped``, or None) holds for the text `keys`, when `model` with
+    the weights `digest` made them; else {}.
 
     How ``./run.sh ship-vectors`` keeps a shipped vector byte for byte: re-embedding the same text moves its
     vector (the batch it shares, the CPU), and that can flip near-ties that tests and shipped scores rely on.
     """
-    if not path.is_file():
+    if shipped is None or (shipped.model, shipped.digest) != (model, digest):
         return {}
-    shipped = read_shipped(path)
-    if (shipped.model, shipped.digest) != (model, digest):
-        return {}
-    keys = {text_key(text) for text in texts}
     return {key: vector for key, vector in shipped.vectors.items() if key in keys}
 
 

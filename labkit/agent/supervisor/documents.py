@@ -24,9 +24,10 @@ ABSTAIN = "В базе знаний ответа нет."
 TOP_CHUNKS = 3  # chunks the model reads; a fourth cost ~430 prompt tokens (about 10 s on 2 cores) and, on the
 # supervisor's documents and «both» questions, cited a needed document no more often (23 of 29 either way)
 ANSWER_TOKENS = 300
-# The agent's search, chosen on the supervisor's tune questions (documents and «both»), not on the retrieval queries:
-# its top 3 chunks touch a needed document on 16 of 17 with ``hybrid_codes_aliases`` and on 15 of 17 with
-# ``hybrid_codes_aliases_finer``, the better mode by document Recall@5 (16_kb_codes), so the agent keeps the former.
+# The agent's search, chosen on the supervisor's tune questions (documents, and the rules part of «both»), not on the
+# retrieval queries: its top 3 chunks touch a needed document on 16 of 17 with ``hybrid_codes_aliases`` and on 15 of
+# 17 with ``hybrid_codes_aliases_finer``, the better mode by document Recall@5 (16_kb_codes), so the agent keeps the
+# former (tests/test_kb_codes.py measures it again).
 SEARCH = HYBRID_CODES_ALIASES
 _WORD = re.compile(r"\w{4,}")
 
