@@ -109,10 +109,11 @@ def run(args: argparse.Namespace) -> int:
                            "only vectors that name their weights are shipped")
         texts = kb_passages(lab)
         keys = {text: text_key(text) for text in texts}
+        current = set(keys.values())
         shipped = read_shipped(KB_VECTORS) if KB_VECTORS.is_file() else None
-        kept = {} if args.afresh else kept_vectors(shipped, lab.embed_model, digest, set(keys.values()))
+        kept = {} if args.afresh else kept_vectors(shipped, lab.embed_model, digest, current)
         new = [text for text in texts if keys[text] not in kept]
-        dropped = len(set(shipped.vectors) - set(keys.values())) if shipped is not None else 0
+        dropped = len(set(shipped.vectors) - current) if shipped is not None else 0
         start = time.perf_counter()
         vectors = embed_documents(lab.models, lab.embed_model, new) if new else []
         seconds = time.perf_counter() - start
