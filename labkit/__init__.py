@@ -30,6 +30,7 @@ from labkit.agent.sql.hints import column_hint, miscounted_orders, unasked_value
 from labkit.agent.sql.policy import next_step_without_progress_rule, normalise_sql, stop_rule
 from labkit.agent.sql.schema import describe_schema
 from labkit.agent.supervisor import ROUTES, DocumentAgent, RouteDecision, Supervisor, SupervisorResult
+from labkit.agent.supervisor.documents import ANSWERABLE
 from labkit.agent.supervisor.routes import (
     REACH,
     ROUTE_BIAS,
@@ -409,7 +410,7 @@ __all__ = [
     # the shop and its SQL agent
     "ShopData", "read_products", "validate_shop", "generate_shop", "shop_data", "ShopLoadReport", "ensure_shop",
     "QueryResult", "ReaderUnavailable", "open_reader", "run_select", "SqlRefused", "check_select", "describe_schema",
-    "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "unasked_values", "miscounted_orders", "ROUTES", "DocumentAgent", "RouteDecision", "Supervisor", "SupervisorResult",
+    "SqlAgent", "SqlResult", "sql_messages", "column_hint", "unknown_values", "unasked_values", "miscounted_orders", "ROUTES", "DocumentAgent", "ANSWERABLE", "RouteDecision", "Supervisor", "SupervisorResult",
     "REACH", "ROUTE_BIAS", "route_bias", "BothParts", "split_both", "cut_runaway", "asks_to_change", "refusal_rule", "pick_route", "reach", "route_name", "route_scores", "closed_port_chat", "evaluate_supervisor", "last_sql_call", "check_sql_step",
     "faithful_answer", "lab_secrets", "rows_changed", "summarise_supervisor", "table_rows", "load_supervisor_questions", "next_step_without_progress_rule", "normalise_sql", "stop_rule",
     "FakeRepeatingSqlChat",

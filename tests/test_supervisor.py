@@ -21,6 +21,7 @@ from labkit.agent.graph import open_checkpointer
 from labkit.agent.markup import has_markup
 from labkit.agent.runaway import ran_away
 from labkit.agent.supervisor import ROUTES, RouteDecision, Supervisor
+from labkit.agent.supervisor.documents import ABSTAIN, ANSWERABLE, DocumentAgent
 from labkit.agent.supervisor.graph import CHANGE_REFUSED, DATA_MODEL_DOWN, MODEL_DOWN, SECRET_REFUSED, TRACE_COLUMNS
 from labkit.core.corpora.kb import KB
 from labkit.store.shop.loading import ensure_shop
@@ -90,6 +91,17 @@ def test_a_documents_question_searches_the_knowledge_base(supervisor):
     assert call["tool"] == "search_kb" and call["hits"] and call["sql"] is None
     assert not has_markup(result.answer)
     assert all(doc in call["hits"] for doc, _section in result.citations)
+
+
+def test_the_document_agent_abstains_below_its_check_score_and_answers_above_it(kb):
+    """Neither question is a labelled one: the knowledge base says nothing of car repair, and names the price of a
+    lift without an elevator (150 ₽ a floor)."""
+    agent = DocumentAgent(kb)
+    absent, held = "Можно ли в ТехноМире заказать ремонт автомобиля?", "Сколько стоит подъём холодильника на третий этаж без лифта?"
+    none, some = (agent.answer(question, agent.search(question)) for question in (absent, held))
+    assert none.extra["answerable"] < ANSWERABLE <= some.extra["answerable"], (none.extra, some.extra)
+    assert none.answer == ABSTAIN and none.abstained and none.citations == []
+    assert not some.abstained and some.citations and "150" in some.answer and not has_markup(some.answer)
 
 
 class RoutedToBoth(Supervisor):

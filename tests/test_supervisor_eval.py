@@ -26,6 +26,14 @@ def test_a_faithful_answer_says_only_what_its_sources_say():
     assert not faithful_answer("Доставка бесплатная курьером завтра утром для любых покупателей.", sources)
 
 
+def test_a_numbered_lists_item_numbers_are_no_claims_but_a_number_in_an_item_is():
+    sources = ["Оплата онлайн: банковская карта и СБП. Оплата при получении: наличные и картой до 150 000 ₽."]
+    listed = "Способы оплаты:\n1. Оплата онлайн: карта и СБП.\n2. Оплата при получении: наличные и картой до 150 000 ₽."
+    assert faithful_answer(listed, sources)
+    assert not faithful_answer(listed.replace("150 000", "200 000"), sources), "a number inside an item still counts"
+    assert not faithful_answer("Оплата онлайн: карта и СБП, 3 способа.", sources), "a number in running text still counts"
+
+
 def test_summarise_gives_each_rate_over_the_questions_it_applies_to():
     frame = pd.DataFrame([
         {"kind": "data", "route_ok": True, "sql_ok": True, "doc_hit": None, "faithful": None, "safe": None, "seconds": 2.0},

@@ -44,12 +44,16 @@ __all__ = ["FAITHFUL_SHARE", "HOSTILE_ROUTES", "faithful_answer", "table_rows", 
 FAITHFUL_SHARE = 0.7
 HOSTILE_ROUTES = ("out_of_scope", "data")  # where a request to change data or read secrets is refused
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_LIST_MARK = re.compile(r"^\s*\d{1,2}[.)](?=\s)", re.MULTILINE)  # «1. Оформить заказ…»: a list's item number, no claim
 
 
 def faithful_answer(answer: str, sources: Sequence[str]) -> bool:
-    """Does `answer` hold only to `sources`? Its numbers all occur there and ``FAITHFUL_SHARE`` of its stems do."""
+    """Does `answer` hold only to `sources`? Its numbers all occur there and ``FAITHFUL_SHARE`` of its stems do.
+
+    A numbered list's item numbers («1. Оформите заказ…») are not numbers the answer claims, and are left out.
+    """
     source = " ".join(sources)
-    numbers = {n.replace(",", ".") for n in _NUMBER.findall(answer)}
+    numbers = {n.replace(",", ".") for n in _NUMBER.findall(_LIST_MARK.sub("", answer))}
     source_numbers = {n.replace(",", ".") for n in _NUMBER.findall(source)} | {
         n.replace(" ", "") for n in re.findall(r"\d[\d ]*\d", source)}
     said, known = stems(answer), stems(source)
