@@ -29,6 +29,7 @@ from fake_ollama import FIXTURES, FakeOllama, canonical_name, fixture, fixture_s
 import labkit.services.modelembedded as modelembedded
 from labkit.agent.graph import Agent
 from labkit.agent.planner import PLAN_TOKENS, plan
+from labkit.agent.supervisor.documents import ANSWERABLE, CHECK, SYSTEM, SYSTEM_ABSTAIN, Chunk, DocumentAgent
 from labkit.agent.tools import DEFAULT_TOOLS, tool_schema
 from labkit.core.settings import NO_TOOLS_MODEL, Settings, get_settings, normalize_host
 from labkit.evaluation.tool_choice import evaluate_tool_choice, load_agent_questions
@@ -459,3 +460,30 @@ def test_an_ollama_without_logprobs_is_a_clear_lab_error(serve):
 def test_a_missing_judge_model_is_a_clear_lab_error(fake):
     with pytest.raises(JudgeUnavailable, match="qwen3:8b.*model 'qwen3:8b' not found.*404"):
         judge_relevance(ollama.Client(host=fake.url).chat, "qwen3:8b", "золото", "Цена золота")
+
+
+WARRANTY = [Chunk(5001, 5, "Гарантия › Сроки", "Гарантийный срок на ноутбуки составляет 24 месяца.")]
+
+
+def test_the_document_agents_check_and_answer_differ_only_after_the_question(serve):
+    # Ollama's documented logprobs list neither «yes» nor «no»: P(yes) 0.5, above the threshold, so the agent answers
+    fake = serve()
+    agent = DocumentAgent(None, model="qwen3:1.7b", chat=ollama.Client(host=fake.url).chat)
+    reply = agent.answer("Какой гарантийный срок у ноутбука?", WARRANTY)
+    check, answer = fake.bodies("/api/chat")
+    assert reply.answerable == 0.5 >= ANSWERABLE and reply.check is not None and agent.scores
+    assert check["logprobs"] is True and check["options"]["num_predict"] == 1 and "logprobs" not in answer
+    assert check["messages"][0] == answer["messages"][0] == {"role": "system", "content": SYSTEM}
+    assert check["messages"][-1]["content"] == f"{answer['messages'][-1]['content']}\n\n{CHECK}"
+    assert reply.answer == fixture("chat_plain")["message"]["content"] and reply.citations == [(5, "Гарантия › Сроки")]
+
+
+def test_on_an_ollama_without_logprobs_the_document_agent_asks_the_model_to_abstain_itself(serve):
+    fake = serve(serves_logprobs=False)
+    agent = DocumentAgent(None, model="qwen3:1.7b", chat=ollama.Client(host=fake.url).chat)
+    first, second = (agent.answer("Какой гарантийный срок у ноутбука?", WARRANTY) for _ in range(2))
+    check, answer, again = fake.bodies("/api/chat")  # one check only: the agent learnt from it
+    assert check["messages"][-1]["content"].endswith(CHECK) and not agent.scores
+    assert answer["messages"][0]["content"] == SYSTEM_ABSTAIN and again["messages"] == answer["messages"]
+    assert first.answerable is None and first.check is not None and second.check is None
+    assert first.answer == second.answer == fixture("chat_plain")["message"]["content"] and not first.abstained

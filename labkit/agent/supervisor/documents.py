@@ -3,13 +3,18 @@ answered with citations or an honest abstention.
 
 Who decides to abstain (taught in 20_supervisor): told «if the fragments hold no answer, say so», the 1.5B model said
 so on 3 of the supervisor's 17 tune questions for this agent although its fragments came from a needed document
-(«Поднимут ли стиральную машину на пятый этаж…», with the price of the lift in the first fragment). So the abstention is a score, as the supervisor's routing is:
-before answering, the model reads the same fragments and the question with ``CHECK`` after them, and the first
-token's log-probabilities give P(yes) (``labkit.models.relevance.yes_probability``, as the judge of 17_kb_rerank
-reads them). Below ``ANSWERABLE`` the agent abstains without asking for an answer; otherwise the model answers
-from a prompt that offers no way out. The two prompts differ only after the question, so the server's prompt cache
-reads the fragments once for both calls. A server without log-probabilities gets the old prompt,
-which asks the model to abstain itself.
+(«Поднимут ли стиральную машину на пятый этаж…», with the price of carrying it up in the first fragment). So the
+abstention is a score, as the supervisor's routing is. A question none of whose words is in the fragments is
+abstained on at once (``answers_question``). Otherwise the model reads the answer prompt with ``CHECK`` after the
+question, and the first token's log-probabilities give P(yes) (``labkit.models.relevance.yes_probability``, as the
+judge of 17_kb_rerank reads them). Below ``ANSWERABLE`` the agent abstains without asking for an answer; otherwise
+the model answers from a prompt that offers no way out. The two prompts differ only after the question, so the
+server reads the fragments once: the answer takes them from its prompt cache, when no other request came in between.
+
+The check was chosen on rules questions alone. A question the supervisor could not cut into a rules part and a data
+part comes with the data agent's answer (`context`), and is answered as before the check: the prompt asks the model
+to abstain itself (``SYSTEM_ABSTAIN``). So is every question on a server without log-probabilities; the agent learns
+that from its first check and sends no more checks.
 """
 
 from __future__ import annotations
@@ -37,11 +42,11 @@ ABSTAIN = "В базе знаний ответа нет."
 SYSTEM = "Ты помощник магазина ТехноМир. Отвечай по-русски кратко и только по фрагментам базы знаний."
 SYSTEM_ABSTAIN = f"{SYSTEM} Если в них нет ответа, ответь: «{ABSTAIN}»"  # for a server without log-probabilities
 CHECK = "Есть ли во фрагментах ответ на этот вопрос? Ответь одним словом: yes или no."
-# P(yes) of CHECK below which the agent abstains, chosen on tune: the supervisor's 17 tune questions for this agent
-# (documents, and the rules part of «both») scored 0.459 to 0.905, the knowledge base's 7 tune queries with no answer
-# in it («вакансии кладовщика на складе техномира») 0.158 to 0.430 (0.146 to 0.439 in a second run: a score moves by
-# about 0.01 between runs, so the margin is thin on both sides).
-ANSWERABLE = 0.44
+# P(yes) of CHECK below which the agent abstains, chosen on tune, halfway between: the supervisor's 17 tune questions
+# for this agent (documents, and the rules part of «both») scored 0.459 to 0.905; the knowledge base's 7 tune queries
+# with no answer in it, written as searches rather than questions («вакансии кладовщика на складе техномира»), 0.158
+# to 0.430, and 0.146 to 0.439 in a second run (a score moves by about 0.01 between runs: the margin is thin).
+ANSWERABLE = 0.45
 TOP_CHUNKS = 3  # chunks the model reads; a fourth cost ~430 prompt tokens (about 10 s on 2 cores) and, on the
 # supervisor's documents and «both» questions, cited a needed document no more often (23 of 29 either way)
 ANSWER_TOKENS = 300
@@ -65,6 +70,9 @@ class Chunk:
 
 @dataclass
 class DocAnswer:
+    """The agent's answer; `seconds_model` and the tokens are the answer call's, `check` the check call's reply
+    (None when no check was sent) and `answerable` its P(yes) (None without log-probabilities)."""
+
     answer: str
     chunks: list[Chunk]
     citations: list[tuple[int, str]]
@@ -74,6 +82,8 @@ class DocAnswer:
     prompt_tokens: int | None = None
     generated_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    check: Reply | None = None
+    answerable: float | None = None
 
 
 def stems(text: str) -> set[str]:
@@ -106,6 +116,7 @@ class DocumentAgent:
         self.lab = kb_lab
         self.model = model or kb_lab.chat_model
         self.chat = chat if chat is not None else kb_lab.models.chat
+        self.scores = True  # False once the server answered a check without log-probabilities
 
     def search(self, query: str, top_k: int = TOP_CHUNKS) -> list[Chunk]:
         """The top chunks of ``SEARCH`` with their document and section."""
@@ -127,35 +138,33 @@ class DocumentAgent:
             raise ConnectionError(reply.error)
         return reply
 
-    def answerable(self, question: str, chunks: list[Chunk], context: str = "") -> tuple[float, Reply]:
-        """P(yes) that `chunks` answer `question` (``CHECK``), and the call's reply; raises ``JudgeUnavailable``
-        when the server gives no log-probabilities."""
-        messages = answer_messages(question, chunks, context)
+    def answerable(self, question: str, chunks: list[Chunk]) -> tuple[float | None, Reply]:
+        """P(yes) that `chunks` answer `question` (``CHECK``) and the call's reply; P(yes) is None when the server
+        gives no log-probabilities (then ``scores`` turns False)."""
+        messages = answer_messages(question, chunks)
         messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{CHECK}"}
         reply = self._ask(messages, num_predict=1, top_logprobs=TOP_LOGPROBS)
-        return yes_probability(first_token_alternatives(reply)), reply
+        try:
+            return yes_probability(first_token_alternatives(reply)), reply
+        except JudgeUnavailable:
+            self.scores = False
+            return None, reply
 
     def answer(self, question: str, chunks: list[Chunk], context: str = "") -> DocAnswer:
-        """The model's Russian answer from `chunks` (and `context`, e.g. the data agent's result), or ``ABSTAIN``
-        when no word of the question is in them or the check scores below ``ANSWERABLE``; raises if the model is down."""
+        """The model's Russian answer from `chunks` (and `context`, e.g. the data agent's result), or ``ABSTAIN`` when
+        no word of the question is in them, the check scores below ``ANSWERABLE``, or the model abstains itself (with
+        `context`, or without log-probabilities); raises if the model is down."""
         citations = list(dict.fromkeys((c.doc_id, c.section) for c in chunks))
         if not answers_question(question, chunks) and not context:
             return DocAnswer(ABSTAIN, chunks, [], True)
-        system, calls, extra = SYSTEM, [], {}
-        try:
-            extra["answerable"], check = self.answerable(question, chunks, context)
-            calls.append(check)
-        except JudgeUnavailable:  # no log-probabilities: the model is asked to abstain itself
-            system = SYSTEM_ABSTAIN
-        if extra.get("answerable", 1.0) >= ANSWERABLE:
-            calls.append(self._ask(answer_messages(question, chunks, context, system), num_predict=ANSWER_TOKENS))
-            text = cut_runaway(strip_markup(calls[-1].content)).strip() or ABSTAIN
-        else:
-            text = ABSTAIN
+        check, answerable = None, None
+        if self.scores and not context:
+            answerable, check = self.answerable(question, chunks)
+            if answerable is not None and answerable < ANSWERABLE:
+                return DocAnswer(ABSTAIN, chunks, [], True, check=check, answerable=answerable)
+        system = SYSTEM if answerable is not None else SYSTEM_ABSTAIN
+        reply = self._ask(answer_messages(question, chunks, context, system), num_predict=ANSWER_TOKENS)
+        text = cut_runaway(strip_markup(reply.content)).strip() or ABSTAIN
         abstained = "ответа нет" in text.lower()
-
-        def total(values: list[int | None]) -> int | None:
-            return sum(v for v in values if v is not None) if any(v is not None for v in values) else None
-
-        return DocAnswer(text, chunks, [] if abstained else citations, abstained, sum(c.seconds for c in calls), 0.0,
-                         total([c.prompt_tokens for c in calls]), total([c.eval_tokens for c in calls]), extra)
+        return DocAnswer(text, chunks, [] if abstained else citations, abstained, reply.seconds, 0.0,
+                         reply.prompt_tokens, reply.eval_tokens, check=check, answerable=answerable)

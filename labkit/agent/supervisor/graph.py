@@ -294,9 +294,14 @@ class Supervisor:
         answer = doc.answer
         if state.get("data_answer") and state["data_answer"] not in answer:
             answer = f"{state['data_answer']}\n{answer}"
-        update |= {"answer": answer, "citations": doc.citations,
-                   "trace": [*state.get("trace", []), _row("documents", "answer", time.perf_counter() - start, model=doc.seconds_model,
-                                  tool=tool_s, prompt=doc.prompt_tokens, generated=doc.generated_tokens)]}
+        rows = []
+        if doc.check is not None:  # the check is a model call of its own: its own row, its own tokens
+            rows.append(_row("documents", "check", doc.check.seconds, model=doc.check.seconds,
+                             prompt=doc.check.prompt_tokens, generated=doc.check.eval_tokens))
+        elapsed = time.perf_counter() - start - (doc.check.seconds if doc.check is not None else 0.0)
+        rows.append(_row("documents", "answer", elapsed, model=doc.seconds_model, tool=tool_s, prompt=doc.prompt_tokens,
+                         generated=doc.generated_tokens))
+        update |= {"answer": answer, "citations": doc.citations, "trace": [*state.get("trace", []), *rows]}
         return update
 
     # --- public --------------------------------------------------------------------------------
