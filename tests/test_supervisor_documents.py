@@ -16,4 +16,3 @@ def test_a_question_with_no_word_in_the_hits_or_no_hits_abstains():
 
 def test_plain_results_cite_document_and_section():
     assert plain_results(CHUNKS).startswith("[5, Гарантия › Сроки] Гарантийный")
-
