@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -81,7 +81,6 @@ class DocAnswer:
     seconds_tool: float = 0.0
     prompt_tokens: int | None = None
     generated_tokens: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
     check: Reply | None = None
     answerable: float | None = None
 
