@@ -2,7 +2,7 @@
 
     ./run.sh up && .venv/bin/python bench/contention.py [--model qwen2.5-coder:1.5b] [--rounds 2]
 
-The suite runs two notebooks at a time, and a grading run two students' notebooks: while one kernel
+The notebook tests run two notebooks at a time, and so does the grader with ``--jobs 2``: while one kernel
 computes, the other's chat shares the two cores with it. This measures what that costs, through the
 model server's Ollama API (so it measures a real Ollama the same way): each phase sends fresh prompts
 (a new marker each time, so no prompt cache helps) and reads the server's own timings.
