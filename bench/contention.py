@@ -16,8 +16,8 @@ model server's Ollama API (so it measures a real Ollama the same way): each phas
 Prints tokens per second per phase and its ratio to «alone»; nothing is asserted. Stop other work first.
 
 Measured here (2 cores, qwen2.5-coder:1.5b, 3-4 rounds): beside a busy process the model writes at 0.46-0.52
-and reads at 0.50-0.66 of its speed alone. With the neighbour's autogroup at nice 19 it reads at 0.87-0.99 and
-writes at 0.56-0.71; at nice 10, 0.87 and 0.56; at nice 5, 0.78 and 0.51. Giving the notebook tests'
+and reads at 0.50-0.66 of its speed alone. With the neighbour's autogroup at nice 19 it reads at 0.89-0.99 and
+writes at 0.63-0.71; at nice 10, 0.87 and 0.56; at nice 5, 0.78 and 0.51. Giving the notebook tests'
 kernels nice 19 that way did not shorten their run, though: all 28 notebooks, two at a time from a
 restarted model server, took 680 s against 592 s at nice 0, with the same 85 chats (a kernel's
 neighbours are mostly Postgres and the other kernel's model calls, not a spinning process).
