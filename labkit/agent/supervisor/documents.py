@@ -71,14 +71,14 @@ class Chunk:
 @dataclass
 class DocAnswer:
     """The agent's answer; `seconds_model` and the tokens are the answer call's, `check` the check call's reply
-    (None when no check was sent) and `answerable` its P(yes) (None without log-probabilities)."""
+    (None when no check was sent) and `answerable` its P(yes) (None without log-probabilities). The search's
+    time is not here: the supervisor's graph times it as the step's tool time."""
 
     answer: str
     chunks: list[Chunk]
     citations: list[tuple[int, str]]
     abstained: bool
     seconds_model: float = 0.0
-    seconds_tool: float = 0.0
     prompt_tokens: int | None = None
     generated_tokens: int | None = None
     check: Reply | None = None
@@ -165,5 +165,5 @@ class DocumentAgent:
         reply = self._ask(answer_messages(question, chunks, context, system), num_predict=ANSWER_TOKENS)
         text = cut_runaway(strip_markup(reply.content)).strip() or ABSTAIN
         abstained = "ответа нет" in text.lower()
-        return DocAnswer(text, chunks, [] if abstained else citations, abstained, reply.seconds, 0.0,
+        return DocAnswer(text, chunks, [] if abstained else citations, abstained, reply.seconds,
                          reply.prompt_tokens, reply.eval_tokens, check=check, answerable=answerable)
