@@ -205,16 +205,26 @@ print(port, secrets.token_hex(16))')
             if [[ "$arg" == "--quick" ]]; then quick=1; else pytest_args+=("$arg"); fi
         done
         set -- "${pytest_args[@]+"${pytest_args[@]}"}"
-        lint || exit 1  # before any service starts: a lint failure ends the run in seconds
         targets=(tests)  # unless the arguments name test files or folders themselves
         for arg in "$@"; do [[ "$arg" != -* && -e "${arg%%::*}" ]] && targets=(); done
         rc=0
         if [[ $quick -eq 1 ]]; then
+            lint || exit 1
             # the unit tier: nothing started, services refused (tests/conftest.py)
             python -m pytest -q -m "not services and not system" "${targets[@]+"${targets[@]}"}" "$@" || rc=$?
         else
+            # lint (mypy: about 15 s on a fresh clone) runs beside the hub's install and the stack's start; its
+            # failure still ends the run before any test
+            lint_log="$(mktemp)"
+            trap 'rm -f "$lint_log"' EXIT
+            lint >"$lint_log" 2>&1 &
+            lint_pid=$!
             hub/install.sh  # JupyterHub and its proxy for tests/test_hub.py: installs only what is missing or changed
             stack_up
+            lint_rc=0
+            wait "$lint_pid" || lint_rc=$?
+            cat "$lint_log" >&2
+            [[ $lint_rc -eq 0 ]] || exit 1
             # every tier, unit first; --durations: the slowest tests, for the 25-minute budget of a full run
             python -m pytest -q --durations=25 "${targets[@]+"${targets[@]}"}" "$@" || rc=$?
         fi
