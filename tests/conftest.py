@@ -16,7 +16,9 @@ nothing depends on that order. Within a tier, the tests that wait for a backgrou
 runs, the hub and the widget notebooks (which mostly wait on processes) take their turn. The tests marked
 ``disruptive`` (they kill the lab's model server or Postgres) come last: a model server started anew has lost the
 prompts it had read, so a long system prompt read before the kill (the SQL agent's: 2,500 tokens, 40 s on 2 cores)
-would be read again by every test after it. The end of a run prints the time spent per tier.
+would be read again by every test after it. A test marked ``after_course`` asks what a lesson asks and takes its
+turn in the system tier, after the course's notebooks (``runs_in``): the model server's prompt cache then serves it.
+The end of a run prints the time spent per tier.
 """
 
 from __future__ import annotations
