@@ -71,9 +71,8 @@ def runs_in(item: pytest.Item) -> str:
     """The tier whose turn `item` runs in: its own, but the system tier for a test marked ``after_course``.
 
     Such a test asks what a lesson asks. The system tier's first files run the course's notebooks (test_browser.py's
-    site, test_notebooks.py), so the model server has read the lesson's prompts when the test asks: its prompt cache
-    serves them, where before the test read them cold and the lesson read them again. Its time still counts as its
-    own tier's.
+    site, test_notebooks.py), so the model server has read the lesson's prompts when the test asks the same: its
+    prompt cache serves them instead of a second cold read. Its time still counts as its own tier's.
     """
     return "system" if item.get_closest_marker("after_course") is not None else tier(item.keywords)
 

@@ -4,8 +4,8 @@ Model calls are kept few (one question per route). The three tests that read fra
 what lesson 20 asks and run after the course's notebooks (tests/conftest.py): the model server's prompt cache
 then holds the fragments the lesson's run read, and the lesson keeps the cold timings it shows.
 
-Stand-ins, each named: ``Killed`` is a data agent that
-stops the process-like run right after routing (a KeyboardInterrupt, what Ctrl-C or a kill does mid-graph);
+Stand-ins, each named: ``Killed`` is a data agent that stops the process-like run right after routing (a
+KeyboardInterrupt, what Ctrl-C or a kill does mid-graph);
 ``RoutedToBoth`` routes every question to «both», so the test of that path does not depend on how one question is routed;
 the model server down is real (a closed port), not a fake.
 """
